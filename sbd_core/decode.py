@@ -1,0 +1,335 @@
+"""Block decoder with an exact KV cache (SBD_SPEC §2.1-2.4) and an NTP decoder on the same machinery.
+
+SBD mode, per batch of left-padded prompts:
+  1. prefill the prompts causally;
+  2. each block starts as ``k`` mask tokens; every forward feeds the block (bidirectional inside, attending to the whole
+     cache), the solver reveals >= 1 masked position per row, and the block's keys/values are cropped off the cache again;
+  3. the first forward of the next block also re-feeds the finished block as ordinary causal tokens (2k tokens), whose
+     keys/values stay in the cache. The cache therefore only ever holds keys/values computed causally over real tokens,
+     exactly what an NTP model would compute.
+NTP mode prefills all but the last prompt token and then feeds one token per forward (plain greedy decoding unless the
+solver samples), so its NFE equals the number of generated tokens.
+
+Stopping (our reading of the EB paper's generate-until, SBD_SPEC §2.4): a row stops once the EOS token, the end of a stop
+string, or ``max_new_tokens`` lies inside the revealed prefix of its generation (every earlier position revealed). Masks
+after that point need not be resolved. NFE per row = forwards after prefill in which the row still had masked positions,
+up to and including the forward that met the stop condition; rows of a batch move block by block together, and a row that
+has finished its block or its generation waits without counting. Finished rows leave the batch at the next block boundary
+(one cache row-selection then; nothing is copied per forward).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from tqdm.auto import tqdm
+
+from .mask_token import mask_token_id
+from .masking import backend_mask
+from .solvers import get_solver
+
+
+@dataclass
+class DecodeConfig:
+    """Decoding settings shared by the SBD and NTP modes."""
+
+    mode: str = "sbd"  # "sbd" (block decoding with a solver) or "ntp" (one token per forward)
+    block_size: int = 16
+    max_new_tokens: int = 256
+    stop_strings: tuple[str, ...] = ()
+    eos_token_ids: tuple[int, ...] | None = None  # None: the tokenizer's EOS
+    batch_size: int = 8
+    add_special_tokens: bool = True  # passed to the tokenizer when prompts are strings
+
+    def __post_init__(self):
+        if self.mode not in ("sbd", "ntp"):
+            raise ValueError(f"mode must be 'sbd' or 'ntp', got {self.mode!r}")
+        for name in ("block_size", "max_new_tokens", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        self.stop_strings = tuple(self.stop_strings)
+
+
+@dataclass
+class Generation:
+    """One decoded completion with its cost."""
+
+    text: str  # completion, cut before the stop string / EOS
+    token_ids: list[int]  # generated tokens up to and including the one that met the stop condition
+    nfe: int  # forward passes after prefill
+    stop_reason: str  # "eos", "stop_string" or "length"
+    wall_time_s: float  # from the start of the batch until this row stopped
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def tokens_per_forward(self) -> float:
+        return self.num_tokens / self.nfe if self.nfe else 0.0
+
+
+@dataclass
+class _Batch:
+    """Decoding state of one batch; tensors are indexed by slot (rows still decoding), lists by original row."""
+
+    rows: list[int]  # slot -> original row
+    prompt_len: torch.Tensor  # [slots]
+    prompt_valid: torch.Tensor  # [slots, P] False on left padding
+    tokens: list[list[int]]  # revealed prefix of each row's generation
+    nfe: list[int]
+    done: list[bool]
+    keep: list[int]
+    reason: list[str]
+    finish_time: list[float]
+    gen_len: int = 0  # tokens of the generation committed so far (same for all slots)
+    start: float = field(default_factory=time.perf_counter)
+
+
+class BlockDecoder:
+    """Decode prompts with a Hugging Face causal LM in SBD mode (block + solver) or NTP mode."""
+
+    def __init__(self, model, tokenizer, config: DecodeConfig | None = None, solver=None):
+        self.model, self.tokenizer = model.eval(), tokenizer
+        self.config = config or DecodeConfig()
+        self.solver = solver or get_solver("topk", n=1)
+        eos = self.config.eos_token_ids
+        if eos is None:
+            eos = () if tokenizer.eos_token_id is None else (tokenizer.eos_token_id,)
+        self.eos = frozenset(int(t) for t in eos)
+        self.mask_id = mask_token_id(model) if self.config.mode == "sbd" else None
+        self.context = getattr(model.config, "max_position_embeddings", None)
+        self._stop_window = max((len(s) for s in self.config.stop_strings), default=0)
+        self.cache = None
+
+    # ----------------------------------------------------------------------------------------------- public API
+    def generate(self, prompts, progress: bool = False) -> list[Generation]:
+        """Decode ``prompts`` (strings or lists of token ids) in batches; results keep the input order."""
+        ids = [self._encode(p) for p in prompts]
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths share a batch: less padding
+        results: list[Generation | None] = [None] * len(ids)
+        bar = tqdm(total=len(ids), disable=not progress, desc=f"decode[{self.config.mode}]", unit="prob")
+        nfe_total = tok_total = 0
+        for lo in range(0, len(order), self.config.batch_size):
+            chunk = order[lo : lo + self.config.batch_size]
+            for i, gen in zip(chunk, self.decode_batch([ids[i] for i in chunk])):
+                results[i] = gen
+                nfe_total, tok_total = nfe_total + gen.nfe, tok_total + gen.num_tokens
+            bar.update(len(chunk))
+            bar.set_postfix(nfe=nfe_total, tok_per_fwd=f"{tok_total / max(nfe_total, 1):.2f}")
+        bar.close()
+        return results
+
+    @torch.no_grad()
+    def decode_batch(self, prompt_ids: list[list[int]]) -> list[Generation]:
+        """Decode one batch of tokenized prompts."""
+        st, padded = self._start(prompt_ids)
+        max_new = self._max_new(st)
+        if self.config.mode == "ntp":
+            self._decode_ntp(st, padded, max_new)
+        else:
+            self._prefill(st, padded)
+            self._decode_sbd(st, max_new)
+        return [self._finish(st, r) for r in range(len(prompt_ids))]
+
+    # ----------------------------------------------------------------------------------------------- setup
+    def _encode(self, prompt) -> list[int]:
+        if isinstance(prompt, str):
+            ids = self.tokenizer(prompt, add_special_tokens=self.config.add_special_tokens)["input_ids"]
+        else:
+            ids = [int(t) for t in prompt]
+        if not ids:
+            raise ValueError("empty prompt: give at least one token (e.g. the tokenizer's BOS)")
+        if self.context is not None and len(ids) >= self.context:
+            raise ValueError(
+                f"prompt of {len(ids)} tokens does not fit the model's context of {self.context} tokens "
+                "(max_position_embeddings); shorten it or use a model with a longer context"
+            )
+        return ids
+
+    def _start(self, prompt_ids):
+        device, n = self.model.device, len(prompt_ids)
+        width = max(len(p) for p in prompt_ids)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        padded = torch.full((n, width), pad, dtype=torch.long, device=device)
+        valid = torch.zeros((n, width), dtype=torch.bool, device=device)
+        for r, p in enumerate(prompt_ids):
+            padded[r, width - len(p) :] = torch.tensor(p, device=device)
+            valid[r, width - len(p) :] = True
+        lengths = torch.tensor([len(p) for p in prompt_ids], device=device)
+        empty = [[] for _ in range(n)]
+        st = _Batch(list(range(n)), lengths, valid, [list(e) for e in empty], [0] * n, [False] * n, [0] * n,
+                    [""] * n, [0.0] * n)
+        from transformers import DynamicCache
+
+        self.cache = DynamicCache(config=self.model.config)
+        return st, padded
+
+    def _max_new(self, st: _Batch) -> int:
+        room = self.config.max_new_tokens
+        if self.context is not None:
+            room = min(room, self.context - int(st.prompt_len.max()))
+        return room
+
+    # ----------------------------------------------------------------------------------------------- forwards
+    def _forward(self, st: _Batch, ids, positions, allowed, keep_logits: int):
+        """One forward over new tokens ``ids`` on top of the cache; ``allowed`` is [slots, q, cached + q] bool."""
+        allowed = allowed.unsqueeze(1)
+        out = self.model(
+            input_ids=ids,
+            position_ids=positions,
+            attention_mask=backend_mask(self.model, allowed),
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=keep_logits,
+        )
+        return out.logits
+
+    @staticmethod
+    def _keys_valid(st: _Batch, kv_len: int) -> torch.Tensor:
+        """[slots, kv_len] bool: False on the prompts' left padding, True elsewhere."""
+        valid = torch.ones(len(st.rows), kv_len, dtype=torch.bool, device=st.prompt_valid.device)
+        width = min(kv_len, st.prompt_valid.shape[1])
+        valid[:, :width] = st.prompt_valid[:, :width]
+        return valid
+
+    def _prefill(self, st: _Batch, padded: torch.Tensor) -> None:
+        """Causal forward over the (left-padded) prompt columns; pad queries attend to themselves only."""
+        width = padded.shape[1]
+        if width == 0:
+            return
+        valid = st.prompt_valid[:, :width]
+        positions = (valid.long().cumsum(-1) - 1).clamp(min=0)
+        idx = torch.arange(width, device=padded.device)
+        causal = (idx[None, :] <= idx[:, None])[None] & valid[:, None, :]
+        # a pad query keeps itself: a fully masked row could put NaN into the cache on some kernels
+        allowed = causal | torch.eye(width, dtype=torch.bool, device=padded.device)[None]
+        self._forward(st, padded, positions, allowed, keep_logits=1)
+
+    def _block_forward(self, st: _Batch, block, prev):
+        """Feed ``[prev (causal) | block (bidirectional)]``; crop the block off the cache; return the block's logits."""
+        fed = block if prev is None else torch.cat([prev, block], dim=1)
+        n_prev, q = fed.shape[1] - block.shape[1], fed.shape[1]
+        cached = self.cache.get_seq_length()
+        offset = st.gen_len - n_prev  # generation index of the first fed token
+        positions = st.prompt_len[:, None] + offset + torch.arange(q, device=fed.device)[None]
+        cols = torch.arange(cached + q, device=fed.device)
+        allowed = cols[None, :] <= (cached + torch.arange(q, device=fed.device))[:, None]
+        allowed[n_prev:] = True  # block queries see every key: cache, re-fed block and the whole block
+        allowed = allowed[None] & self._keys_valid(st, cached + q)[:, None, :]
+        logits = self._forward(st, fed, positions, allowed, keep_logits=block.shape[1])
+        self.cache.crop(-block.shape[1])
+        return logits
+
+    # ----------------------------------------------------------------------------------------------- loops
+    def _decode_sbd(self, st: _Batch, max_new: int) -> None:
+        prev = None
+        while st.rows and st.gen_len < max_new:
+            length = min(self.config.block_size, max_new - st.gen_len)
+            block = torch.full((len(st.rows), length), self.mask_id, dtype=torch.long, device=self.model.device)
+            masked = torch.ones_like(block, dtype=torch.bool)
+            first = True
+            while masked.any():
+                logits = self._block_forward(st, block, prev if first else None)
+                active = masked.any(dim=1).tolist()
+                reveal, tokens = self.solver(logits, masked)
+                block = torch.where(reveal, tokens, block)
+                masked &= ~reveal
+                self._after_forward(st, block, masked, active, max_new)
+                first = False
+            st.gen_len += length
+            prev = block
+            prev = self._drop_finished(st, prev)
+
+    def _decode_ntp(self, st: _Batch, padded: torch.Tensor, max_new: int) -> None:
+        self._prefill(st, padded[:, :-1])
+        token = padded[:, -1:]
+        while st.rows and st.gen_len < max_new:
+            cached = self.cache.get_seq_length()
+            positions = st.prompt_len[:, None] - 1 + st.gen_len
+            allowed = self._keys_valid(st, cached + 1)[:, None, :]
+            logits = self._forward(st, token, positions, allowed, keep_logits=1)
+            masked = torch.ones(len(st.rows), 1, dtype=torch.bool, device=padded.device)
+            _, token = self.solver(logits, masked)
+            self._after_forward(st, token, ~masked, [True] * len(st.rows), max_new)
+            st.gen_len += 1
+            token = self._drop_finished(st, token)
+
+    # ----------------------------------------------------------------------------------------------- bookkeeping
+    def _after_forward(self, st: _Batch, block, masked, active, max_new: int) -> None:
+        """Count the forward for active rows, extend revealed prefixes, apply the stop rule."""
+        first_masked = torch.where(masked.any(1), masked.int().argmax(1), masked.shape[1]).tolist()
+        block_rows = block.tolist()
+        for slot, row in enumerate(st.rows):
+            if st.done[row] or not active[slot]:
+                continue
+            st.nfe[row] += 1
+            new = block_rows[slot][len(st.tokens[row]) - st.gen_len : first_masked[slot]]
+            if self._check_stop(st, row, new, max_new):
+                masked[slot] = False
+                st.finish_time[row] = time.perf_counter() - st.start
+
+    def _check_stop(self, st: _Batch, row: int, new: list[int], max_new: int) -> bool:
+        tokens = st.tokens[row]
+        start = len(tokens)
+        tokens.extend(new)
+        for i, t in enumerate(new):
+            if t in self.eos:
+                return self._stop(st, row, start + i + 1, "eos", stop_scan_end=start + i)
+        if self._stop_window and self._find_stop(tokens, start) is not None:
+            return self._stop(st, row, self._find_stop(tokens, start), "stop_string")
+        if len(tokens) >= max_new:
+            return self._stop(st, row, max_new, "length")
+        return False
+
+    def _stop(self, st: _Batch, row: int, keep: int, reason: str, stop_scan_end: int | None = None) -> bool:
+        # a stop string that ends before the EOS wins over the EOS
+        if reason == "eos" and self._stop_window:
+            earlier = self._find_stop(st.tokens[row][:stop_scan_end], 0)
+            if earlier is not None:
+                keep, reason = earlier, "stop_string"
+        st.done[row], st.keep[row], st.reason[row] = True, keep, reason
+        return True
+
+    def _find_stop(self, tokens: list[int], start: int) -> int | None:
+        """Smallest token count whose text contains a stop string, looking only at text that ends after ``start``."""
+        lo = max(0, start - self._stop_window)  # a token decodes to >= 1 character, so the window covers any straddle
+        text = self.tokenizer.decode(tokens[lo:])
+        if not any(s in text for s in self.config.stop_strings):
+            return None
+        for end in range(max(start, lo) + 1, len(tokens) + 1):
+            text = self.tokenizer.decode(tokens[lo:end])
+            if any(s in text for s in self.config.stop_strings):
+                return end
+        return None
+
+    def _drop_finished(self, st: _Batch, last: torch.Tensor) -> torch.Tensor:
+        """Remove finished rows from the batch and the cache (at most once per block)."""
+        keep = [slot for slot, row in enumerate(st.rows) if not st.done[row]]
+        if len(keep) == len(st.rows):
+            return last
+        index = torch.tensor(keep, dtype=torch.long, device=last.device)
+        if keep:
+            self.cache.batch_select_indices(index)
+        st.rows = [st.rows[s] for s in keep]
+        st.prompt_len, st.prompt_valid = st.prompt_len[index], st.prompt_valid[index]
+        return last[index]
+
+    def _finish(self, st: _Batch, row: int) -> Generation:
+        if not st.done[row]:  # ran out of room (context) before max_new_tokens
+            st.keep[row], st.reason[row] = len(st.tokens[row]), "length"
+            st.finish_time[row] = time.perf_counter() - st.start
+        ids = st.tokens[row][: st.keep[row]]
+        body = ids[:-1] if st.reason[row] == "eos" else ids
+        text = self.tokenizer.decode(body)
+        for s in self.config.stop_strings:
+            text = text.split(s, 1)[0]
+        return Generation(text, ids, st.nfe[row], st.reason[row], st.finish_time[row])
+
+
+def generate(model, tokenizer, prompts, config: DecodeConfig | None = None, solver=None, progress=False):
+    """Convenience wrapper: ``BlockDecoder(model, tokenizer, config, solver).generate(prompts)``."""
+    return BlockDecoder(model, tokenizer, config, solver).generate(prompts, progress=progress)

@@ -1,0 +1,185 @@
+"""The SBD training layout: doubled input, labels, position ids and the four-quadrant attention mask.
+
+A training row of ``N + 1`` tokens becomes a model input of length ``2N``: the clean sequence ``x[:-1]`` followed by a noised
+copy in which each token is replaced by the mask token with probability ``eta ~ U(0, 1)`` (one rate per row, i.i.d. per
+token; SBD_SPEC §1.2). Both halves share position ids. Labels are the shifted next tokens on the clean half (NTP) and the
+unshifted clean tokens at masked positions of the noised half (MATP); every other label is ``IGNORE_INDEX``.
+
+Attention (SBD_SPEC §1.3), with ``n = N`` and noised position ``j`` in block ``j // k``:
+  clean -> clean   causal;
+  noised -> clean  only clean tokens of strictly earlier blocks;
+  noised -> noised bidirectional inside the same block;
+  clean -> noised  never.
+
+Packing: ``doc_ids`` (one id per token, ``-1`` = padding) restricts every quadrant to tokens of the same document, so
+packed documents never see each other. Blocks keep tiling the row from position 0; a block that straddles a document
+boundary is then, for the later document, a shorter block starting at an arbitrary offset, which is also what inference
+sees (prompts of any length), so no special alignment is needed. Position ids restart at 0 for each document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+IGNORE_INDEX = -100
+
+
+@dataclass
+class SBDBatch:
+    """Model inputs for one SBD (or NTP) training step."""
+
+    input_ids: torch.Tensor  # [B, 2N] (sbd) or [B, N] (ntp)
+    position_ids: torch.Tensor  # same shape
+    labels: torch.Tensor  # same shape, IGNORE_INDEX where no loss
+    doc_ids: torch.Tensor  # [B, N] document id of each original position, -1 = padding
+    block_size: int  # k (0 for the ntp objective)
+    objective: str  # "sbd" or "ntp"
+
+    @property
+    def half(self) -> int:
+        """N, the length of the clean half."""
+        return self.doc_ids.shape[1]
+
+    def to(self, device) -> "SBDBatch":
+        """Move every tensor to ``device``."""
+        moved = {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in self.__dict__.items()}
+        return SBDBatch(**moved)
+
+
+def positions_within_documents(doc_ids: torch.Tensor) -> torch.Tensor:
+    """Position ids that restart at 0 at every document start (``doc_ids`` [B, N])."""
+    n = doc_ids.shape[1]
+    idx = torch.arange(n, device=doc_ids.device).expand_as(doc_ids)
+    starts = torch.ones_like(doc_ids, dtype=torch.bool)
+    starts[:, 1:] = doc_ids[:, 1:] != doc_ids[:, :-1]
+    start_idx = torch.where(starts, idx, torch.zeros_like(idx)).cummax(dim=1).values
+    return idx - start_idx
+
+
+def ntp_labels(sequence: torch.Tensor, doc_ids: torch.Tensor, loss_mask: torch.Tensor | None) -> torch.Tensor:
+    """Shifted next-token labels ``sequence[:, 1:]``, ignored across document boundaries, on padding and off ``loss_mask``."""
+    labels = sequence[:, 1:].clone()
+    keep = (doc_ids[:, 1:] == doc_ids[:, :-1]) & (doc_ids[:, 1:] >= 0)
+    if loss_mask is not None:
+        keep &= loss_mask[:, 1:].bool()
+    return labels.masked_fill(~keep, IGNORE_INDEX)
+
+
+def build_batch(
+    sequence: torch.Tensor,
+    objective: str,
+    mask_token_id: int | None = None,
+    block_size: int = 0,
+    doc_ids: torch.Tensor | None = None,
+    loss_mask: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> SBDBatch:
+    """Build one training batch from token rows ``sequence`` [B, N+1].
+
+    ``objective`` is ``"sbd"`` (doubled layout) or ``"ntp"`` (plain causal LM on the same code path). ``doc_ids``
+    [B, N+1] marks packed documents (``-1`` = padding); ``loss_mask`` [B, N+1] marks tokens that may be targets (e.g. to
+    exclude prompts). ``generator`` drives the masking-rate and token-mask draws.
+    """
+    if sequence.dim() != 2 or sequence.shape[1] < 2:
+        raise ValueError(f"sequence must be [batch, N+1] with N >= 1, got shape {tuple(sequence.shape)}")
+    if objective not in ("sbd", "ntp"):
+        raise ValueError(f"objective must be 'sbd' or 'ntp', got {objective!r}")
+    if doc_ids is None:
+        doc_ids = torch.zeros_like(sequence)
+    if doc_ids.shape != sequence.shape:
+        raise ValueError(f"doc_ids shape {tuple(doc_ids.shape)} differs from sequence shape {tuple(sequence.shape)}")
+    clean, clean_docs = sequence[:, :-1], doc_ids[:, :-1]
+    positions = positions_within_documents(clean_docs)
+    labels = ntp_labels(sequence, doc_ids, loss_mask)
+    if objective == "ntp":
+        return SBDBatch(clean, positions, labels, clean_docs, 0, "ntp")
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1 for the sbd objective, got {block_size}")
+    if mask_token_id is None:
+        raise ValueError("the sbd objective needs mask_token_id")
+    noised, matp_labels = noise_copy(clean, clean_docs, mask_token_id, generator, loss_mask)
+    return SBDBatch(
+        input_ids=torch.cat([clean, noised], dim=1),
+        position_ids=torch.cat([positions, positions], dim=1),
+        labels=torch.cat([labels, matp_labels], dim=1),
+        doc_ids=clean_docs,
+        block_size=block_size,
+        objective="sbd",
+    )
+
+
+def noise_copy(clean, clean_docs, mask_token_id, generator=None, loss_mask=None):
+    """Mask each non-padding token with a per-row rate eta ~ U(0,1); return (noised ids, labels at masked positions)."""
+    bsz, n = clean.shape
+    eta = torch.rand(bsz, 1, generator=generator, device=clean.device)
+    masked = (torch.rand(bsz, n, generator=generator, device=clean.device) < eta) & (clean_docs >= 0)
+    noised = clean.masked_fill(masked, mask_token_id)
+    target = masked if loss_mask is None else masked & loss_mask[:, :-1].bool()
+    return noised, clean.masked_fill(~target, IGNORE_INDEX)
+
+
+def sbd_allowed(q: torch.Tensor, kv: torch.Tensor, half: int, block_size: int) -> torch.Tensor:
+    """Which (query, key) pairs of the doubled sequence may attend; index tensors broadcast. Documents not handled here."""
+    q_noised, kv_noised = q >= half, kv >= half
+    q_pos = torch.where(q_noised, q - half, q)
+    kv_pos = torch.where(kv_noised, kv - half, kv)
+    clean_clean = ~q_noised & ~kv_noised & (kv_pos <= q_pos)
+    same_block = (q_pos // block_size) == (kv_pos // block_size)
+    noised_noised = q_noised & kv_noised & same_block
+    noised_clean = q_noised & ~kv_noised & ((q_pos // block_size) > (kv_pos // block_size))
+    return clean_clean | noised_noised | noised_clean
+
+
+def dense_mask(batch: SBDBatch) -> torch.Tensor:
+    """Boolean attention mask [B, 1, L, L] (True = may attend) for SDPA; see :func:`additive_mask` for eager."""
+    n, device = batch.half, batch.doc_ids.device
+    docs = batch.doc_ids
+    if batch.objective == "ntp":
+        idx = torch.arange(n, device=device)
+        allowed = (idx[None, :] <= idx[:, None])[None]
+    else:
+        idx = torch.arange(2 * n, device=device)
+        allowed = sbd_allowed(idx[:, None], idx[None, :], n, batch.block_size)[None]
+        docs = torch.cat([docs, docs], dim=1)
+    same_doc = docs[:, :, None] == docs[:, None, :]
+    allowed = allowed & same_doc
+    eye = torch.eye(allowed.shape[-1], dtype=torch.bool, device=device)[None]
+    return (allowed | eye)[:, None]  # every query keeps itself: no fully masked row (padding)
+
+
+def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Turn a boolean mask into the additive float mask eager attention needs (a bool mask is silently wrong there)."""
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
+
+
+def flex_block_mask(batch: SBDBatch):
+    """FlexAttention ``BlockMask`` with the same semantics as :func:`dense_mask`, block-sparse (no dense 2N x 2N tensor)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    n, k, objective = batch.half, batch.block_size, batch.objective
+    docs = batch.doc_ids if objective == "ntp" else torch.cat([batch.doc_ids, batch.doc_ids], dim=1)
+    length = docs.shape[1]
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        if objective == "ntp":
+            allowed = kv_idx <= q_idx
+        else:
+            allowed = sbd_allowed(q_idx, kv_idx, n, k)
+        return (allowed & (docs[b, q_idx] == docs[b, kv_idx])) | (q_idx == kv_idx)
+
+    return create_block_mask(mask_mod, B=docs.shape[0], H=None, Q_LEN=length, KV_LEN=length, device=docs.device)
+
+
+def backend_mask(model, allowed: torch.Tensor) -> torch.Tensor:
+    """Express a boolean mask [B, 1, Q, KV] the way ``model``'s attention backend needs it (SDPA: bool, eager: additive)."""
+    impl = model.config._attn_implementation
+    if impl == "sdpa":
+        return allowed
+    if impl == "eager":
+        return additive_mask(allowed, model.dtype)
+    raise ValueError(
+        f"attention implementation {impl!r} cannot take a dense custom mask; use 'sdpa' or 'eager' "
+        "(or the FlexAttention BlockMask from flex_block_mask for training)"
+    )
