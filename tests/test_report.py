@@ -1,0 +1,204 @@
+"""Tests for sbd_core.report: summary numbers, Table-1 formatting/order, written files, errors, paper Table 1."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sbd_core import report
+from sbd_core.report import (
+    FIG_DPI, FIG_SIZE_IN, ScoreFileError, load_paper_table, load_scores, main, paper_table_display, png_size,
+    summarize, table1, write_report,
+)
+
+MODEL = "tiny"
+# (objective, sampler, solver name, params, {task: (accuracy, total_nfe)}); total_tokens is 1000 for every run.
+RUNS = [
+    ("ntp", "ntp", "ntp", {}, {"math": (0.80, 1000), "code": (0.50, 800)}),
+    ("sbd", "ntp", "ntp", {}, {"math": (0.81, 1000), "code": (0.52, 800)}),
+    ("sbd", "eb-entropy-g0.1", "eb", {"gamma": 0.1, "proxy": "entropy"}, {"math": (0.79, 500), "code": (0.50, 400)}),
+    ("sbd", "eb-entropy-g0.4", "eb", {"gamma": 0.4, "proxy": "entropy"}, {"math": (0.75, 250), "code": (0.45, 320)}),
+    ("sbd", "eb-entropy-g0.01", "eb", {"gamma": 0.01}, {"math": (0.80, 800), "code": (0.51, 640)}),
+    ("sbd", "conf-thr-0.9", "confidence_threshold", {"threshold": 0.9}, {"math": (0.78, 400), "code": (0.49, 200)}),
+]
+
+
+def score_dict(objective, sampler, solver, params, task, acc, nfe, model=MODEL) -> dict:
+    """One score record following the scoring-stage schema."""
+    return {
+        "model": model, "objective": objective, "sampler": sampler, "task": task, "accuracy": acc,
+        "metrics": {"exact_match": acc}, "n_problems": 10, "total_nfe": nfe, "total_tokens": 1000,
+        "mean_nfe": nfe / 10, "tokens_per_forward": 1000 / nfe, "mean_tokens_per_forward": 1000 / nfe,
+        "wall_time_s": 1.5, "solver": {"name": solver, "params": params}, "block_size": 16, "provenance": {"git": "x"},
+    }
+
+
+def write_scores(root: Path, runs=RUNS) -> list[Path]:
+    """Write one JSON file per (run, task) under root; return the paths."""
+    paths = []
+    for objective, sampler, solver, params, tasks in runs:
+        for task, (acc, nfe) in tasks.items():
+            path = root / "scores" / f"{objective}_{sampler}_{task}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(score_dict(objective, sampler, solver, params, task, acc, nfe)))
+            paths.append(path)
+    return paths
+
+
+@pytest.fixture()
+def score_paths(tmp_path):
+    return write_scores(tmp_path)
+
+
+@pytest.fixture()
+def summary(score_paths):
+    return summarize(load_scores(score_paths))
+
+
+def row(df, sampler, task, objective="sbd"):
+    sel = df[(df["sampler"] == sampler) & (df["task"] == task) & (df["objective"] == objective)]
+    assert len(sel) == 1
+    return sel.iloc[0]
+
+
+def test_load_scores_one_row_per_file(score_paths):
+    df = load_scores(score_paths)
+    assert len(df) == len(score_paths) == 12
+    assert set(df["path"]) == {str(p) for p in score_paths}
+
+
+def test_summary_speedups_and_families(summary):
+    expected_cols = {"model", "objective", "sampler", "solver_family", "task", "accuracy", "nfe_speedup",
+                     "tokens_per_forward", "mean_nfe", "wall_time_s", "n_problems"}
+    assert expected_cols <= set(summary.columns)
+    assert len(summary) == 12
+    assert row(summary, "ntp", "math", "ntp")["nfe_speedup"] == 1.0
+    assert row(summary, "eb-entropy-g0.1", "math")["nfe_speedup"] == pytest.approx(1000 / 500)
+    assert row(summary, "eb-entropy-g0.4", "code")["nfe_speedup"] == pytest.approx(800 / 320)
+    assert row(summary, "conf-thr-0.9", "code")["nfe_speedup"] == pytest.approx(800 / 200)
+    # tokens_per_forward is reading (a): the row's own tokens / NFE, independent of the baseline
+    assert row(summary, "eb-entropy-g0.4", "code")["tokens_per_forward"] == pytest.approx(1000 / 320)
+    assert row(summary, "eb-entropy-g0.1", "math")["accuracy"] == pytest.approx(0.79)  # stays a fraction
+    assert row(summary, "ntp", "math", "ntp")["solver_family"] == "ntp"
+    assert row(summary, "ntp", "math")["solver_family"] == "ntp"
+    assert row(summary, "eb-entropy-g0.1", "math")["solver_family"] == "eb-entropy"
+    assert row(summary, "eb-entropy-g0.01", "math")["solver_family"] == "eb-entropy"  # proxy parsed from sampler
+    assert row(summary, "conf-thr-0.9", "math")["solver_family"] == "confidence_threshold"
+    assert row(summary, "conf-thr-0.9", "math")["metric_exact_match"] == pytest.approx(0.78)
+
+
+def test_table1_format_mean_and_order(summary):
+    t = table1(summary)
+    assert list(t["sampler"]) == ["ntp", "ntp", "eb-entropy-g0.01", "eb-entropy-g0.1", "eb-entropy-g0.4",
+                                  "conf-thr-0.9"]
+    assert list(t["objective"]) == ["ntp"] + ["sbd"] * 5
+    ntp = t.iloc[0]
+    assert ntp["math"] == "80.0 (1.00x)" and ntp["code"] == "50.0 (1.00x)"
+    assert ntp["mean speedup"] == 1.0
+    g04 = t[t["sampler"] == "eb-entropy-g0.4"].iloc[0]
+    assert g04["math"] == "75.0 (4.00x)" and g04["code"] == "45.0 (2.50x)"
+    assert g04["mean speedup"] == pytest.approx((4.0 + 2.5) / 2)
+    conf = t[t["sampler"] == "conf-thr-0.9"].iloc[0]
+    assert conf["mean speedup"] == pytest.approx((1000 / 400 + 800 / 200) / 2)
+
+
+def test_write_report_files(score_paths, tmp_path):
+    out = tmp_path / "report"
+    written = write_report(score_paths, out)
+    names = {p.name for p in written}
+    expected = {"summary.csv", "table1.csv", "table1.md", "table1.tex", "paper_table1.md", "paper_table1.tex",
+                "speedup_math.png", "speedup_math.pdf", "speedup_code.png", "speedup_code.pdf", "report.md"}
+    assert names == expected
+    for name in expected:
+        assert (out / name).stat().st_size > 0, name
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+    size = (round(FIG_SIZE_IN[0] * FIG_DPI), round(FIG_SIZE_IN[1] * FIG_DPI))
+    for task in ("math", "code"):
+        assert png_size((out / f"speedup_{task}.png").read_bytes()) == size
+        assert (out / f"speedup_{task}.pdf").read_bytes().startswith(b"%PDF")
+    csv = pd.read_csv(out / "summary.csv")
+    assert row(csv, "eb-entropy-g0.1", "math")["nfe_speedup"] == pytest.approx(2.0)
+    tex = (out / "table1.tex").read_text()
+    assert r"\begin{tabular}" in tex and r"confidence\_threshold" in tex and r"mean speedup" in tex
+    assert re.search(r"(?<!\\)[_%]", tex.split("\n", 1)[1]) is None  # no unescaped _ or % after the comment line
+    md = (out / "report.md").read_text()
+    assert "not comparable" in md and "speedup_math.png" in md and "75.0 (4.00x)" in md
+    assert "90.1 (2.77x)" in (out / "paper_table1.md").read_text()
+
+
+def test_missing_baseline_gives_nan(tmp_path, caplog):
+    runs = [r for r in RUNS if r[0] != "ntp"]
+    paths = write_scores(tmp_path, runs)
+    with caplog.at_level(logging.WARNING, logger="sbd_core.report"):
+        s = summarize(load_scores(paths))
+    assert s["nfe_speedup"].isna().all()
+    assert "no NTP baseline" in caplog.text
+    t = table1(s)
+    assert math.isnan(t.iloc[0]["mean speedup"]) and "(n/a)" in t.iloc[0]["math"]
+    written = write_report(paths, tmp_path / "out", paper_table=None)
+    assert (tmp_path / "out" / "speedup_math.png") in written
+    assert not (tmp_path / "out" / "paper_table1.md").exists()
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("{not json", "cannot parse JSON"),
+    (json.dumps({"model": "m", "objective": "ntp"}), "missing required key"),
+    (json.dumps({**score_dict("ntp", "ntp", "ntp", {}, "math", 1.7, 10)}), "accuracy"),
+])
+def test_malformed_file_names_it(score_paths, tmp_path, content, needle):
+    bad = tmp_path / "broken_score.json"
+    bad.write_text(content)
+    with pytest.raises(ScoreFileError, match=needle) as exc:
+        load_scores(score_paths + [bad])
+    assert "broken_score.json" in str(exc.value)
+    out = tmp_path / "out"
+    with pytest.raises(ScoreFileError):
+        write_report(score_paths + [bad], out)
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_duplicate_key_rejected(score_paths, tmp_path):
+    dup = tmp_path / "dup.json"
+    dup.write_text(score_paths[0].read_text())
+    with pytest.raises(ScoreFileError, match="duplicate"):
+        load_scores(score_paths + [dup])
+
+
+def test_paper_table_numbers():
+    p = load_paper_table()
+    assert len(p) == 13
+    qwen_low = p[(p["base"] == "Qwen-3 8B") & (p["sampling"] == "SBD (gamma_low)")].iloc[0]
+    assert qwen_low["gsm8k_accuracy_pct"] == 90.1 and qwen_low["gsm8k_speedup"] == 2.77
+    llama = p[p["base"] == "Llama-3.1 8B"].set_index("sampling")["mean_speedup"]
+    assert llama["SBD (gamma_high)"] == 3.4 and llama["SBD (gamma_low)"] == 3.0
+    # the paper's Speedup column is the mean of the 6 per-benchmark speedups (SPEC 3.2), to one decimal
+    sbd = p[p["sampling"].str.startswith("SBD")]
+    cols = [c for c in p.columns if c.endswith("_speedup") and c != "mean_speedup"]
+    assert (sbd[cols].mean(axis=1).round(1) == sbd["mean_speedup"]).all()
+    gemini = p[p["base"] == "Gemini Diffusion"].iloc[0]
+    assert pd.isna(gemini["math500_accuracy_pct"]) and gemini["aime25_accuracy_pct"] == 23.3
+    disp = paper_table_display(p)
+    assert disp.iloc[0]["MATH500"] == "\u2013" and disp.iloc[5]["GSM8K"] == "85.3"
+    assert disp.iloc[7]["Speedup"] == "3.4x" and disp.iloc[5]["Speedup"] == "1x"
+    assert disp.iloc[12]["Sampling"] == "SBD (\u03b3_low)" and disp.iloc[12]["GSM8K"] == "90.1 (2.77x)"
+
+
+def test_cli_scores_dir(score_paths, tmp_path, capsys):
+    out = tmp_path / "cli_out"
+    assert main(["--scores-dir", str(score_paths[0].parent), "--out", str(out)]) == 0
+    assert (out / "table1.md").is_file() and "table1.md" in capsys.readouterr().out
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "x.json").write_text("[]")
+    assert main(["--scores-dir", str(bad), "--out", str(tmp_path / "o2")]) == 2
+    assert "x.json" in capsys.readouterr().err
+
+
+def test_latex_escape():
+    assert report.latex_escape("a_b 50% \u2013") == r"a\_b 50\% --"
