@@ -1,0 +1,68 @@
+"""Synthetic tasks for the embedded default: GSM8K-style math and HumanEval-style code.
+
+``TASKS`` maps a task name to a :class:`Task` with a uniform interface (``make_problems``,
+``prompt_text``, ``target_text``; ``extract_answer`` for math only). ``training_texts`` returns
+(prompt, target) pairs for training; a training example is ``prompt + target``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from . import code_task, math_task
+
+SPLITS = ("train", "valid", "test")
+
+
+@dataclass(frozen=True)
+class Task:
+    """Uniform view of a task module.
+
+    ``stop_sequences`` are suggested generation stops after the target (the model should emit eos first).
+    """
+
+    name: str
+    make_problems: Callable[[str, int, int], list]
+    prompt_text: Callable[[dict], str]
+    target_text: Callable[[dict], str]
+    extract_answer: Optional[Callable[[str], Optional[str]]] = None
+    stop_sequences: tuple[str, ...] = ()
+
+
+TASKS: dict[str, Task] = {
+    "math": Task("math", math_task.make_problems, math_task.prompt_text, math_task.target_text,
+                 math_task.extract_answer, ("\n\n", "Question:")),
+    "code": Task("code", code_task.make_problems, code_task.prompt_text, code_task.target_text,
+                 None, ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")),
+}
+
+
+def get_task(name: str) -> Task:
+    """Return the registered task ``name``; ValueError naming the known tasks otherwise."""
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; known tasks: {sorted(TASKS)}")
+    return TASKS[name]
+
+
+def training_texts(task_names, n_per_task: int, seed: int, split: str = "train") -> list[tuple[str, str]]:
+    """(prompt, target) pairs: ``n_per_task`` problems of each task in ``task_names``, in that order.
+
+    Raises ValueError for an empty or duplicated ``task_names``, an unknown task or split, or a bad count.
+    """
+    if isinstance(task_names, str):
+        task_names = [task_names]
+    task_names = list(task_names)
+    if not task_names:
+        raise ValueError("task_names is empty")
+    if len(set(task_names)) != len(task_names):
+        raise ValueError(f"duplicate task names in {task_names}")
+    tasks = [get_task(name) for name in task_names]
+    pairs = []
+    for task in tasks:
+        for problem in task.make_problems(split, n_per_task, seed):
+            pairs.append((task.prompt_text(problem), task.target_text(problem)))
+    return pairs
+
+
+__all__ = ["SPLITS", "TASKS", "Task", "code_task", "get_task", "math_task", "training_texts"]

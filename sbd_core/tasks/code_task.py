@@ -1,0 +1,227 @@
+"""Synthetic HumanEval-style code problems in the evalplus problem schema.
+
+Each problem is a small function: a signature plus a docstring that states the operation with constants
+(e.g. "Return x times 3 plus 7.") and one doctest example; the canonical body (1-3 lines) must copy those
+constants and map the operation words to code. Families cover integer arithmetic, list operations and
+string operations.
+
+A problem is fully determined by its family and constants (its "signature"); the split is a stable hash
+of that signature, so train/valid/test never share a prompt. ``make_problems`` picks problems of the
+split round-robin over families in a seed-shuffled order. Records carry exactly the evalplus fields:
+``task_id`` ("HumanEval/<i>", numbered within the returned list), ``prompt``, ``canonical_solution``,
+``entry_point``, ``base_input``, ``plus_input``, ``atol`` (0) and ``contract`` ("").
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import random
+from dataclasses import dataclass
+from typing import Callable
+
+SPLITS = ("train", "valid", "test")
+_SPLIT_SALT = "sbd-code-v1"
+_WORDS = ("pre", "un", "re", "ab", "big", "red", "top", "new", "old", "my", "sub", "ok")
+_LETTERS = "abcdefgh"
+
+
+def split_of(key: str) -> str:
+    """Return the split ("train" 80% / "valid" 10% / "test" 10%) of a problem key, by stable hash."""
+    bucket = int(hashlib.sha256((_SPLIT_SALT + key).encode()).hexdigest()[:8], 16) % 100
+    return "train" if bucket < 80 else ("valid" if bucket < 90 else "test")
+
+
+@dataclass(frozen=True)
+class Family:
+    """A problem family: ``doc`` and ``body`` are format templates over the constants in ``grid``."""
+
+    name: str                       # entry point
+    arg: str                        # "x" (int), "xs" (list[int]) or "s" (str)
+    returns: str                    # return annotation
+    doc: str
+    body: str                       # body lines without the 4-space function indent
+    grid: tuple[tuple[str, tuple], ...]
+    nonempty: bool = False          # inputs must be non-empty (max/min of a list)
+
+
+def _r(lo: int, hi: int) -> tuple[int, ...]:
+    """Inclusive integer range as a tuple."""
+    return tuple(range(lo, hi + 1))
+
+
+_PAIRS = tuple(f"{a}{b}" for a, b in itertools.permutations(_LETTERS, 2))
+
+FAMILIES: tuple[Family, ...] = (
+    Family("times_plus", "x", "int", "Return x times {a} plus {b}.", "return x * {a} + {b}",
+           (("a", _r(2, 9)), ("b", _r(1, 30)))),
+    Family("times_minus", "x", "int", "Return x times {a} minus {b}.", "return x * {a} - {b}",
+           (("a", _r(2, 9)), ("b", _r(1, 30)))),
+    Family("plus_times", "x", "int", "Return x plus {b}, times {a}.", "return (x + {b}) * {a}",
+           (("a", _r(2, 9)), ("b", _r(1, 30)))),
+    Family("minus_times", "x", "int", "Return x minus {b}, times {a}.", "return (x - {b}) * {a}",
+           (("a", _r(2, 9)), ("b", _r(1, 30)))),
+    Family("mod_plus", "x", "int", "Return x modulo {a} plus {b}.", "return x % {a} + {b}",
+           (("a", _r(2, 9)), ("b", _r(1, 30)))),
+    Family("even_or_plus", "x", "int", "Return {b} if x is even, else x plus {a}.",
+           "if x % 2 == 0:\n    return {b}\nreturn x + {a}", (("a", _r(1, 20)), ("b", _r(0, 20)))),
+    Family("min_times", "x", "int", "Return the smaller of x times {a} and {b}.", "return min(x * {a}, {b})",
+           (("a", _r(2, 9)), ("b", _r(1, 30)))),
+    Family("max_plus", "x", "int", "Return the larger of x and {b}, plus {a}.", "return max(x, {b}) + {a}",
+           (("a", _r(1, 9)), ("b", _r(0, 30)))),
+    Family("sum_greater", "xs", "int", "Return the sum of the elements greater than {c}.",
+           "return sum(v for v in xs if v > {c})", (("c", _r(0, 30)),)),
+    Family("count_less", "xs", "int", "Return the number of elements less than {c}.",
+           "return sum(1 for v in xs if v < {c})", (("c", _r(0, 30)),)),
+    Family("count_multiples", "xs", "int", "Return the number of multiples of {c} in xs.",
+           "return sum(1 for v in xs if v % {c} == 0)", (("c", _r(2, 12)),)),
+    Family("max_plus_c", "xs", "int", "Return the largest element plus {c}.", "return max(xs) + {c}",
+           (("c", _r(1, 30)),), nonempty=True),
+    Family("min_times_c", "xs", "int", "Return the smallest element times {c}.", "return min(xs) * {c}",
+           (("c", _r(2, 12)),), nonempty=True),
+    Family("sum_times", "xs", "int", "Return the sum of the elements times {c}.", "return sum(xs) * {c}",
+           (("c", _r(2, 12)),)),
+    Family("add_each", "xs", "list[int]", "Return xs with {c} added to each element.",
+           "return [v + {c} for v in xs]", (("c", _r(1, 30)),)),
+    Family("keep_greater", "xs", "list[int]", "Return the elements of xs greater than {c}, in order.",
+           "return [v for v in xs if v > {c}]", (("c", _r(0, 30)),)),
+    Family("repeat", "s", "str", "Return s repeated {n} times.", "return s * {n}", (("n", _r(2, 9)),)),
+    Family("add_prefix", "s", "str", "Return s with the prefix '{w}'.", "return '{w}' + s", (("w", _WORDS),)),
+    Family("add_suffix", "s", "str", "Return s with the suffix '{w}'.", "return s + '{w}'", (("w", _WORDS),)),
+    Family("first_chars", "s", "str", "Return the first {n} characters of s.", "return s[:{n}]",
+           (("n", _r(1, 9)),)),
+    Family("last_chars", "s", "str", "Return the last {n} characters of s.", "return s[-{n}:]",
+           (("n", _r(1, 9)),)),
+    Family("replace_char", "s", "str", "Return s with each '{p[0]}' replaced by '{p[1]}'.",
+           "return s.replace('{p[0]}', '{p[1]}')", (("p", _PAIRS),)),
+    Family("count_char", "s", "int", "Return the number of times '{ch}' occurs in s.", "return s.count('{ch}')",
+           (("ch", tuple(_LETTERS)),)),
+    Family("len_plus", "s", "int", "Return the length of s plus {n}.", "return len(s) + {n}", (("n", _r(1, 30)),)),
+)
+_FAMILY_BY_NAME = {f.name: f for f in FAMILIES}
+_ANNOT = {"x": "int", "xs": "list[int]", "s": "str"}
+
+
+def _signature_key(fam: Family, consts: dict) -> str:
+    """Stable text key of a problem (family + constants), used for the split hash."""
+    return fam.name + ":" + ",".join(f"{k}={consts[k]}" for k, _ in fam.grid)
+
+
+def _gen_arg(fam: Family, rng: random.Random, plus: bool):
+    """One argument value for ``fam``: small values for base inputs; for plus inputs, negatives,
+    values around the constants, large magnitudes, empty and longer lists/strings."""
+    if fam.arg == "x":
+        if not plus:
+            return rng.randint(0, 20)
+        lo, hi = rng.choice(((-50, -1), (0, 60), (100, 10**4), (10**6, 10**9)))
+        return rng.randint(lo, hi)
+    if fam.arg == "xs":
+        lo = 1 if fam.nonempty else 0
+        if not plus:
+            return [rng.randint(0, 20) for _ in range(rng.randint(max(lo, 3), 6))]
+        span = (-1000, 1000) if rng.random() < 0.3 else (-50, 60)
+        return [rng.randint(*span) for _ in range(rng.randint(lo, 12))]
+    alphabet = _LETTERS + "xyz" if plus else _LETTERS[:5]
+    length = rng.randint(0, 20) if plus else rng.randint(2, 6)
+    return "".join(rng.choice(alphabet) for _ in range(length))
+
+
+def _inputs(fam: Family, rng: random.Random, count: int, plus: bool) -> list[list]:
+    """``count`` distinct single-argument input lists."""
+    seen, out = set(), []
+    for _ in range(50 * count):
+        arg = _gen_arg(fam, rng, plus)
+        if repr(arg) not in seen:
+            seen.add(repr(arg))
+            out.append([arg])
+        if len(out) == count:
+            break
+    return out
+
+
+def _run(prompt: str, body: str, entry_point: str) -> Callable:
+    """Exec ``prompt + body`` and return the entry-point function."""
+    scope: dict = {}
+    exec(prompt + body, scope)  # noqa: S102 - our own generated code
+    return scope[entry_point]
+
+
+def build_problem(family: str, consts: dict, task_id: str = "HumanEval/0") -> dict:
+    """Build the evalplus record of one problem; the record depends only on ``family`` and ``consts``."""
+    if family not in _FAMILY_BY_NAME:
+        raise ValueError(f"unknown code family {family!r}; expected one of {sorted(_FAMILY_BY_NAME)}")
+    fam = _FAMILY_BY_NAME[family]
+    if set(consts) != {k for k, _ in fam.grid}:
+        raise ValueError(f"family {family!r} needs constants {[k for k, _ in fam.grid]}, got {sorted(consts)}")
+    key = _signature_key(fam, consts)
+    rng = random.Random(key)
+    body = "".join(f"    {line}\n" for line in fam.body.format(**consts).split("\n"))
+    head = f"def {fam.name}({fam.arg}: {_ANNOT[fam.arg]}) -> {fam.returns}:\n"
+    example = _gen_arg(fam, random.Random("example:" + key), plus=False)
+    result = _run(head + '    """\n    """\n', body, fam.name)(example)
+    prompt = (f'{head}    """{fam.doc.format(**consts)}\n'
+              f"    >>> {fam.name}({example!r})\n    {result!r}\n    \"\"\"\n")
+    return {"task_id": task_id, "prompt": prompt, "entry_point": fam.name, "canonical_solution": body,
+            "base_input": _inputs(fam, rng, rng.randint(3, 5), plus=False),
+            "plus_input": _inputs(fam, rng, rng.randint(5, 10), plus=True), "atol": 0, "contract": ""}
+
+
+@functools.lru_cache(maxsize=None)
+def _pool(split: str) -> dict[str, tuple[tuple, ...]]:
+    """Per family, the constant tuples whose problems fall in ``split`` (in grid order)."""
+    pool = {}
+    for fam in FAMILIES:
+        names = [k for k, _ in fam.grid]
+        combos = itertools.product(*(vals for _, vals in fam.grid))
+        pool[fam.name] = tuple(c for c in combos if split_of(_signature_key(fam, dict(zip(names, c)))) == split)
+    return pool
+
+
+def capacity(split: str) -> int:
+    """How many distinct problems ``split`` holds."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+    return sum(len(v) for v in _pool(split).values())
+
+
+def make_problems(split: str, n: int, seed: int) -> list[dict]:
+    """Return ``n`` distinct problems of ``split``, balanced over families, deterministic in ``seed``.
+
+    Raises ValueError for an unknown split, a bad ``n``, or ``n > capacity(split)``.
+    """
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"n must be a non-negative int, got {n!r}")
+    if n > capacity(split):
+        raise ValueError(f"n={n} exceeds the {capacity(split)} unique {split} code problems")
+    rng = random.Random(seed)
+    queues = {}
+    for fam in FAMILIES:
+        combos = list(_pool(split)[fam.name])
+        rng.shuffle(combos)
+        queues[fam.name] = combos
+    order = [f.name for f in FAMILIES]
+    rng.shuffle(order)
+    chosen: list[tuple[str, tuple]] = []
+    while len(chosen) < n:
+        for name in order:
+            if queues[name] and len(chosen) < n:
+                chosen.append((name, queues[name].pop()))
+    out = []
+    for i, (name, combo) in enumerate(chosen):
+        names = [k for k, _ in _FAMILY_BY_NAME[name].grid]
+        out.append(build_problem(name, dict(zip(names, combo)), task_id=f"HumanEval/{i}"))
+    return out
+
+
+def prompt_text(problem: dict) -> str:
+    """What the decoder is given: the HumanEval prompt (signature + docstring)."""
+    return problem["prompt"]
+
+
+def target_text(problem: dict) -> str:
+    """What the model should produce after the prompt: the canonical body (4-space indent, final newline)."""
+    return problem["canonical_solution"]
+

@@ -1,0 +1,195 @@
+"""NTP and SBD fine-tuning of any Hugging Face causal LM, on the transformers ``Trainer``.
+
+The Trainer owns the loop, optimizer (AdamW), schedule (warmup + cosine, SBD_SPEC §1.6), checkpointing, resume (model,
+optimizer, scheduler and RNG states) and multi-device setups; this module only supplies the batch layout
+(:mod:`sbd_core.masking`) and the loss (:mod:`sbd_core.objective`). The SBD block size is drawn per step, uniformly in
+``[block_size_min, block_size_max]`` (paper: [2, 16]). Progress: the Trainer's bar (step, ETA) plus a ``train_log.jsonl``
+line per logging step with the pooled, NTP and MATP losses, learning rate and tokens/s.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers.trainer_utils import get_last_checkpoint
+
+from .masking import SBDBatch, build_batch
+from .objective import compute_loss
+
+
+@dataclass
+class TrainConfig:
+    """Fine-tuning settings; identical for both arms except ``objective``."""
+
+    objective: str = "sbd"  # "sbd" or "ntp"
+    max_steps: int = 100
+    batch_size: int = 16
+    grad_accum: int = 1
+    learning_rate: float = 3e-4
+    warmup_steps: int = 10
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    scheduler: str = "cosine"
+    block_size_min: int = 2
+    block_size_max: int = 16
+    max_length: int = 256  # tokens per training row (N + 1)
+    loss_on_prompt: bool = True
+    seed: int = 0
+    save_steps: int = 50
+    logging_steps: int = 10
+    bf16: bool = False
+
+    def __post_init__(self):
+        if self.objective not in ("sbd", "ntp"):
+            raise ValueError(f"objective must be 'sbd' or 'ntp', got {self.objective!r}")
+        if not 1 <= self.block_size_min <= self.block_size_max:
+            raise ValueError(f"need 1 <= block_size_min <= block_size_max, got {self.block_size_min}, {self.block_size_max}")
+        for name in ("max_steps", "batch_size", "grad_accum", "max_length", "save_steps", "logging_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+
+def tokenize_examples(tokenizer, pairs, max_length: int) -> list[dict]:
+    """``(prompt, target)`` pairs -> rows of ``bos + prompt + target + eos`` ids with a target mask, cut to max_length."""
+    rows = []
+    for prompt, target in pairs:
+        p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        t = tokenizer(target, add_special_tokens=False)["input_ids"]
+        bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+        ids = (bos + p + t + [tokenizer.eos_token_id])[:max_length]
+        rows.append({"ids": ids, "target": ([0] * (len(bos) + len(p)) + [1] * (len(t) + 1))[:max_length]})
+    return rows
+
+
+class SBDCollator:
+    """Pad rows (document id -1), draw the step's block size and build the SBD or NTP layout."""
+
+    def __init__(self, config: TrainConfig, mask_token_id: int | None, pad_token_id: int):
+        self.config, self.mask_token_id, self.pad = config, mask_token_id, pad_token_id
+
+    def __call__(self, rows: list[dict]) -> dict:
+        width = max(len(r["ids"]) for r in rows)
+        seq = torch.full((len(rows), width), self.pad, dtype=torch.long)
+        docs = torch.full((len(rows), width), -1, dtype=torch.long)
+        target = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            seq[i, : len(r["ids"])] = torch.tensor(r["ids"])
+            docs[i, : len(r["ids"])] = 0
+            target[i, : len(r["target"])] = torch.tensor(r["target"])
+        cfg = self.config
+        k = random.randint(cfg.block_size_min, cfg.block_size_max) if cfg.objective == "sbd" else 0
+        loss_mask = None if cfg.loss_on_prompt else target
+        batch = build_batch(seq, cfg.objective, self.mask_token_id, k, doc_ids=docs, loss_mask=loss_mask)
+        return {**{f: getattr(batch, f) for f in ("input_ids", "position_ids", "labels", "doc_ids")},
+                "block_size": torch.tensor(k), "n_tokens": torch.tensor(int((docs >= 0).sum()))}
+
+
+class SBDTrainer(Trainer):
+    """``Trainer`` whose loss is :func:`sbd_core.objective.compute_loss`; logs the NTP and MATP parts too."""
+
+    def __init__(self, *args, objective: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.objective = objective
+        self._parts = {"ntp_loss": [], "matp_loss": []}
+        self._tokens, self._clock = 0, time.perf_counter()
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        block = int(inputs.pop("block_size"))
+        self._tokens += int(inputs.pop("n_tokens"))
+        out = compute_loss(model, SBDBatch(**inputs, block_size=block, objective=self.objective))
+        for name in self._parts:
+            value = getattr(out, name)
+            if not math.isnan(value):
+                self._parts[name].append(value)
+        return (out.loss, None) if return_outputs else out.loss
+
+    def log(self, logs, start_time=None):
+        if "loss" in logs:
+            for name, values in self._parts.items():
+                if values:
+                    logs[name] = sum(values) / len(values)
+                values.clear()
+            now = time.perf_counter()
+            logs["tokens_per_s"] = self._tokens / max(now - self._clock, 1e-9)
+            self._tokens, self._clock = 0, now
+        super().log(logs, start_time)
+
+
+class JsonlLogger(TrainerCallback):
+    """Append one JSON line per logging step to ``path``."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "loss" in logs:
+            with open(self.path, "a") as f:
+                f.write(json.dumps({"step": state.global_step, **logs}) + "\n")
+
+
+def trim_log(log_path: Path, resume: str | None) -> None:
+    """Keep only log lines the resumed run will not write again (all of them go on a fresh start)."""
+    if not log_path.exists():
+        return
+    step = int(Path(resume).name.split("-")[-1]) if resume else 0
+    kept = [line for line in log_path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
+    log_path.write_text("".join(line + "\n" for line in kept))
+
+
+def training_arguments(config: TrainConfig, checkpoint_dir: Path, progress: bool) -> TrainingArguments:
+    """The Trainer settings derived from ``config``."""
+    return TrainingArguments(
+        output_dir=str(checkpoint_dir),
+        max_steps=config.max_steps,
+        per_device_train_batch_size=config.batch_size,
+        gradient_accumulation_steps=config.grad_accum,
+        learning_rate=config.learning_rate,
+        warmup_steps=config.warmup_steps,
+        weight_decay=config.weight_decay,
+        max_grad_norm=config.max_grad_norm,
+        lr_scheduler_type=config.scheduler,
+        logging_steps=config.logging_steps,
+        save_steps=config.save_steps,
+        save_total_limit=2,
+        seed=config.seed,
+        data_seed=config.seed,
+        bf16=config.bf16,
+        report_to="none",
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+        dataloader_pin_memory=False,
+        disable_tqdm=not progress,
+    )
+
+
+def train(model, tokenizer, rows: list[dict], config: TrainConfig, checkpoint_dir: Path, log_path: Path,
+          progress: bool = True) -> dict:
+    """Train ``model`` in place on tokenized ``rows``; resume from the newest checkpoint in ``checkpoint_dir`` if any.
+
+    Returns a summary with the final logged losses. The caller saves the model (see :mod:`sbd_core.checkpoint`).
+    """
+    from .mask_token import mask_token_id
+
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    resume = get_last_checkpoint(str(checkpoint_dir))
+    trim_log(log_path, resume)
+    mask_id = mask_token_id(model) if config.objective == "sbd" else None
+    trainer = SBDTrainer(
+        model=model,
+        args=training_arguments(config, checkpoint_dir, progress),
+        train_dataset=rows,
+        data_collator=SBDCollator(config, mask_id, tokenizer.pad_token_id or 0),
+        callbacks=[JsonlLogger(log_path)],
+        objective=config.objective,
+    )
+    trainer.train(resume_from_checkpoint=resume)
+    history = [h for h in trainer.state.log_history if "loss" in h]
+    return {"resumed_from": resume, "steps": trainer.state.global_step, "final": history[-1] if history else {},
+            "config": asdict(config)}

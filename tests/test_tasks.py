@@ -1,0 +1,256 @@
+"""Tests for the synthetic tasks (sbd_core.tasks) and the BPE tokenizer (sbd_core.tokenizer)."""
+
+import re
+import statistics
+
+import pytest
+
+from sbd_core.tasks import TASKS, code_task, get_task, math_task, training_texts
+from sbd_core.tokenizer import (BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, RESERVED_TOKENS, SPECIAL_TOKENS,
+                                build_tokenizer, load_tokenizer, save_tokenizer)
+
+EVALPLUS_FIELDS = {"task_id", "prompt", "canonical_solution", "entry_point", "base_input", "plus_input",
+                   "atol", "contract"}
+
+
+@pytest.fixture(scope="module")
+def problems():
+    """A few hundred problems per task and split (code test/valid hold ~240 each)."""
+    return {(name, split): get_task(name).make_problems(split, n, seed=0)
+            for name in TASKS for split, n in (("train", 400), ("valid", 200), ("test", 200))}
+
+
+@pytest.fixture(scope="module")
+def tokenizer(problems):
+    """Tokenizer trained on the train-split texts of both tasks."""
+    return build_tokenizer([get_task(n).prompt_text(p) + get_task(n).target_text(p)
+                            for (n, split), ps in problems.items() if split == "train" for p in ps])
+
+
+def _full(name, problem):
+    return get_task(name).prompt_text(problem) + get_task(name).target_text(problem)
+
+
+# ---------------------------------------------------------------- determinism and splits
+
+@pytest.mark.parametrize("name", ["math", "code"])
+def test_deterministic_in_seed(name):
+    task = get_task(name)
+    assert task.make_problems("train", 30, seed=5) == task.make_problems("train", 30, seed=5)
+    assert task.make_problems("train", 30, seed=5) != task.make_problems("train", 30, seed=6)
+
+
+@pytest.mark.parametrize("name,key", [("math", "question"), ("code", "prompt")])
+def test_splits_disjoint(problems, name, key):
+    held_out = {p[key] for p in problems[(name, "test")]}
+    seen = {p[key] for split in ("train", "valid") for p in problems[(name, split)]}
+    seen |= {p[key] for p in get_task(name).make_problems("train", 300, seed=1)}  # another seed too
+    assert len(held_out) == len(problems[(name, "test")])  # unique within the split
+    assert not held_out & seen
+
+
+def test_math_splits_disjoint_by_computation(problems):
+    ops = lambda split: {repr(p["_ops"]) for p in problems[("math", split)]}  # noqa: E731
+    assert not ops("test") & (ops("train") | ops("valid"))
+
+
+def test_code_whole_splits_disjoint():
+    prompts = {s: {p["prompt"] for p in code_task.make_problems(s, code_task.capacity(s), 0)} for s in code_task.SPLITS}
+    assert not prompts["test"] & (prompts["train"] | prompts["valid"]) and not prompts["train"] & prompts["valid"]
+    assert min(len(v) for v in prompts.values()) >= 200
+
+
+# ---------------------------------------------------------------- math
+
+def _expected_answer(problem):
+    """Recompute the answer from the numbers in the question (independent of the generator)."""
+    nums = [int(x) for x in re.findall(r"\d+", problem["question"])]
+    kind = problem["_kind"]
+    if kind == "add":
+        return nums[0] + nums[1]
+    if kind == "sub":
+        return nums[0] - nums[1]
+    if kind == "mul":
+        return nums[0] * nums[1]
+    if kind == "add_sub":
+        return nums[0] + nums[1] - nums[2]
+    return nums[0] * nums[1] + nums[2]  # mul_add
+
+
+def test_math_answers_and_steps(problems):
+    kinds = set()
+    for p in problems[("math", "train")] + problems[("math", "test")]:
+        kinds.add(p["_kind"])
+        assert p["answer"] == str(_expected_answer(p)) and int(p["answer"]) >= 0
+        assert p["solution"].endswith(f"\n#### {p['answer']}")
+        assert math_task.extract_answer(p["solution"]) == p["answer"]
+        for lhs, rhs in re.findall(r"(\d+(?:[-+*]\d+)+)=(\d+)", p["solution"]):
+            assert eval(lhs) == int(rhs), (lhs, rhs, p["solution"])  # every digit step is true
+        for x, op, y, res in re.findall(r"(\d+)([-+*])(\d+): [^.]*\. So (\d+)\.", p["solution"]):
+            assert eval(f"{x}{op}{y}") == int(res)
+    assert kinds == {"add", "sub", "mul", "add_sub", "mul_add"}
+
+
+def test_math_format_and_examples():
+    assert math_task.add_steps(47, 38) == "47+38: 7+8=15, 4+3+1=8. So 85."
+    assert math_task.sub_steps(305, 47) == "305-47: 15-7=8, 10-1-4=5, 3-1-0=2. So 258."
+    assert math_task.mul_steps(36, 4) == "36*4: 6*4=24, 3*4+2=14. So 144."
+    p = math_task.make_problems("test", 1, seed=0)[0]
+    assert p["task_id"] == "math/0"
+    assert math_task.prompt_text(p) == f"Question: {p['question']}\nAnswer:"
+    assert math_task.target_text(p) == " " + p["solution"]
+
+
+def test_extract_answer():
+    assert math_task.extract_answer("So 85.\n#### 85") == "85"
+    assert math_task.extract_answer("#### -7 and #### 3") == "-7"
+    assert math_task.extract_answer("So 85.") is None and math_task.extract_answer("") is None
+
+
+# ---------------------------------------------------------------- code
+
+_REFERENCE = {  # entry point -> f(constants in docstring order, arg)
+    "times_plus": lambda c, x: x * c[0] + c[1], "times_minus": lambda c, x: x * c[0] - c[1],
+    "plus_times": lambda c, x: (x + c[0]) * c[1], "minus_times": lambda c, x: (x - c[0]) * c[1],
+    "mod_plus": lambda c, x: x % c[0] + c[1], "even_or_plus": lambda c, x: c[0] if x % 2 == 0 else x + c[1],
+    "min_times": lambda c, x: min(x * c[0], c[1]), "max_plus": lambda c, x: max(x, c[0]) + c[1],
+    "sum_greater": lambda c, xs: sum(v for v in xs if v > c[0]),
+    "count_less": lambda c, xs: len([v for v in xs if v < c[0]]),
+    "count_multiples": lambda c, xs: len([v for v in xs if v % c[0] == 0]),
+    "max_plus_c": lambda c, xs: max(xs) + c[0], "min_times_c": lambda c, xs: min(xs) * c[0],
+    "sum_times": lambda c, xs: sum(xs) * c[0], "add_each": lambda c, xs: [v + c[0] for v in xs],
+    "keep_greater": lambda c, xs: [v for v in xs if v > c[0]],
+    "repeat": lambda c, s: s * c[0], "add_prefix": lambda c, s: c[0] + s, "add_suffix": lambda c, s: s + c[0],
+    "first_chars": lambda c, s: s[:c[0]], "last_chars": lambda c, s: s[len(s) - min(c[0], len(s)):],
+    "replace_char": lambda c, s: "".join(c[1] if ch == c[0] else ch for ch in s),
+    "count_char": lambda c, s: len([ch for ch in s if ch == c[0]]), "len_plus": lambda c, s: len(s) + c[0],
+}
+
+
+def _doc_constants(prompt):
+    """Integer and quoted-string constants of the docstring's first line, in order."""
+    line = prompt.split('"""')[1].split("\n")[0]
+    return [int(t) if t[0] != "'" else t[1:-1] for t in re.findall(r"-?\d+|'[^']*'", line)]
+
+
+def test_code_canonical_solutions_pass(problems):
+    entry_points = set()
+    for split in ("train", "test"):
+        for i, p in enumerate(problems[("code", split)]):
+            assert set(p) == EVALPLUS_FIELDS and p["task_id"] == f"HumanEval/{i}"
+            assert p["atol"] == 0 and p["contract"] == ""
+            assert 3 <= len(p["base_input"]) <= 5 and 5 <= len(p["plus_input"]) <= 10
+            body = p["canonical_solution"]
+            assert body.endswith("\n") and 1 <= body.count("\n") <= 3
+            assert all(line.startswith("    ") for line in body.splitlines())
+            scope = {}
+            exec(p["prompt"] + body, scope)
+            fn, consts = scope[p["entry_point"]], _doc_constants(p["prompt"])
+            for args in p["base_input"] + p["plus_input"]:
+                assert fn(*args) == _REFERENCE[p["entry_point"]](consts, *args), (p["prompt"], args)
+            call, want = re.search(r">>> (.*)\n\s*(.*)\n", p["prompt"]).groups()
+            assert eval(call, scope) == eval(want)  # the docstring example is right
+            assert all(str(c) in body for c in consts)  # the body copies the docstring's constants
+            entry_points.add(p["entry_point"])
+    assert entry_points == set(_REFERENCE)
+
+
+def test_code_prompt_and_target(problems):
+    p = problems[("code", "test")][0]
+    assert code_task.prompt_text(p) == p["prompt"] and p["prompt"].startswith(f"def {p['entry_point']}(")
+    assert code_task.target_text(p) == p["canonical_solution"]
+    assert code_task.build_problem(p["entry_point"], _consts_of(p), p["task_id"]) == p  # content = f(signature)
+
+
+def _consts_of(p):
+    fam = next(f for f in code_task.FAMILIES if f.name == p["entry_point"])
+    values = _doc_constants(p["prompt"])
+    if fam.name == "replace_char":
+        return {"p": values[0] + values[1]}
+    by_doc = re.findall(r"\{(\w+)", fam.doc)
+    return {k: values[by_doc.index(k)] for k in dict.fromkeys(by_doc)}
+
+
+# ---------------------------------------------------------------- registry and errors
+
+def test_registry_and_training_texts():
+    assert set(TASKS) == {"math", "code"} and get_task("math").extract_answer is math_task.extract_answer
+    pairs = training_texts(["math", "code"], 5, seed=0)
+    assert len(pairs) == 10 and all(isinstance(a, str) and isinstance(b, str) for a, b in pairs)
+    assert pairs[0][0].startswith("Question:") and pairs[5][0].startswith("def ")
+    assert pairs[:5] == training_texts("math", 5, seed=0)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: get_task("gsm8k"),
+    lambda: training_texts([], 3, 0),
+    lambda: training_texts(["math", "math"], 3, 0),
+    lambda: training_texts(["math"], 3, 0, split="dev"),
+    lambda: math_task.make_problems("dev", 3, 0),
+    lambda: math_task.make_problems("train", -1, 0),
+    lambda: math_task.make_problems("train", 2.5, 0),
+    lambda: math_task.make_problems("train", math_task.MAX_PROBLEMS + 1, 0),
+    lambda: code_task.make_problems("test", code_task.capacity("test") + 1, 0),
+    lambda: code_task.make_problems("test", True, 0),
+    lambda: code_task.capacity("dev"),
+    lambda: code_task.build_problem("nope", {}),
+    lambda: code_task.build_problem("times_plus", {"a": 2}),
+    lambda: math_task.sub_steps(3, 5),
+    lambda: math_task.mul_steps(12, 12),
+    lambda: build_tokenizer([]),
+    lambda: build_tokenizer("some text"),
+    lambda: build_tokenizer(["ok", 3]),
+    lambda: build_tokenizer(["ok"], vocab_size=100),
+    lambda: load_tokenizer("/nonexistent/dir"),
+])
+def test_bad_inputs_raise(call):
+    with pytest.raises(ValueError):
+        call()
+
+
+def test_empty_request_is_empty():
+    assert math_task.make_problems("test", 0, 0) == [] and code_task.make_problems("test", 0, 0) == []
+
+
+# ---------------------------------------------------------------- tokenizer
+
+def test_tokenizer_round_trip_and_digits(problems, tokenizer):
+    extra = ["", "  x\n\n\tdef f():\n        return 'é ✓'  \n", "-1234567890", "#### 85"]
+    texts = [_full(n, p) for (n, _), ps in problems.items() for p in ps] + extra
+    for text in texts:
+        ids = tokenizer.encode(text)
+        assert tokenizer.decode(ids) == text
+        assert all(sum(ch.isdigit() for ch in tok) <= 1 for tok in tokenizer.convert_ids_to_tokens(ids))
+    assert not [t for t in tokenizer.get_vocab() if sum(ch.isdigit() for ch in t) > 1]
+    assert tokenizer.convert_ids_to_tokens(tokenizer.encode("2025")) == ["2", "0", "2", "5"]
+    assert len(tokenizer) == 512  # enough text to reach the requested size
+
+
+def test_tokenizer_special_tokens(tokenizer):
+    assert (tokenizer.bos_token, tokenizer.eos_token, tokenizer.pad_token) == (BOS_TOKEN, EOS_TOKEN, PAD_TOKEN)
+    assert [tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS] == list(range(7))
+    assert set(SPECIAL_TOKENS) <= set(tokenizer.all_special_tokens)
+    mask = RESERVED_TOKENS[0]
+    assert tokenizer.encode(f"a{mask}b")[1] == tokenizer.convert_tokens_to_ids(mask)  # one token in text
+    ids = tokenizer("47+38")["input_ids"]
+    assert ids == tokenizer.encode("47+38", add_special_tokens=True) and len(ids) == 5  # nothing added
+    assert tokenizer.bos_token_id not in ids and tokenizer.eos_token_id not in ids
+
+
+def test_tokenizer_deterministic_and_save_load(problems, tokenizer, tmp_path):
+    texts = [_full("math", p) for p in problems[("math", "train")]][:200]
+    a, b = build_tokenizer(texts, vocab_size=300), build_tokenizer(texts, vocab_size=300)
+    assert a.backend_tokenizer.to_str() == b.backend_tokenizer.to_str() and len(a) <= 300
+    save_tokenizer(tokenizer, tmp_path)
+    loaded = load_tokenizer(tmp_path)
+    sample = _full("code", problems[("code", "test")][0])
+    assert loaded.encode(sample) == tokenizer.encode(sample) and loaded.decode(loaded.encode(sample)) == sample
+    assert (loaded.bos_token_id, loaded.eos_token_id, loaded.pad_token_id) == (0, 1, 2)
+    assert set(SPECIAL_TOKENS) <= set(loaded.all_special_tokens)
+
+
+def test_token_length_targets(problems, tokenizer):
+    lengths = {n: [len(tokenizer.encode(_full(n, p))) for p in problems[(n, "test")]] for n in TASKS}
+    assert 40 <= statistics.median(lengths["math"]) <= 70
+    assert 40 <= statistics.median(lengths["code"]) <= 80
+    assert max(lengths["math"]) <= 128 and max(lengths["code"]) <= 128
