@@ -1,0 +1,91 @@
+"""Small file helpers: atomic JSON / JSON-lines writes and a JSON-lines reader.
+
+Atomic means a reader sees either the old file or the complete new one, never a half-written file: the
+data goes to a temporary file in the destination directory, is fsync'ed, and then replaces the target
+with ``os.replace`` (atomic on POSIX within one file system).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+__all__ = ["write_text_atomic", "write_json_atomic", "write_jsonl_atomic", "iter_jsonl", "read_jsonl"]
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Flush a directory entry to disk (best effort; some file systems refuse)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_text_atomic(text: str, path: str | os.PathLike) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically; create parent directories; return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def write_json_atomic(obj: Any, path: str | os.PathLike, indent: int | None = 2) -> Path:
+    """Serialise ``obj`` as JSON and write it to ``path`` atomically.
+
+    Serialisation happens before anything touches the disk, so an unserialisable object raises
+    ``TypeError`` and leaves any existing file untouched.
+    """
+    text = json.dumps(obj, indent=indent, sort_keys=False, allow_nan=True) + "\n"
+    return write_text_atomic(text, path)
+
+
+def write_jsonl_atomic(records: Iterable[Any], path: str | os.PathLike) -> Path:
+    """Write one JSON document per line to ``path`` atomically (all records are serialised first)."""
+    lines = [json.dumps(record, ensure_ascii=False) for record in records]
+    for line in lines:
+        if "\n" in line:  # json.dumps escapes newlines, so this only guards against future changes
+            raise ValueError("a JSON-lines record serialised to more than one line")
+    return write_text_atomic("".join(line + "\n" for line in lines), path)
+
+
+def iter_jsonl(path: str | os.PathLike) -> Iterator[Any]:
+    """Yield the records of a JSON-lines file, skipping blank lines.
+
+    Raises ``ValueError`` naming the file and line number when a line is not valid JSON.
+    """
+    path = Path(path)
+    with path.open("r", encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{lineno}: invalid JSON line: {exc.msg}") from exc
+
+
+def read_jsonl(path: str | os.PathLike) -> list[Any]:
+    """Read a whole JSON-lines file into a list (see ``iter_jsonl``)."""
+    return list(iter_jsonl(path))
