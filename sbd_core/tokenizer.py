@@ -8,16 +8,17 @@ Special tokens take the first ids, in this order: ``<|begin_of_text|>`` (bos, id
 (eos, 1), ``<|pad|>`` (pad, 2), then ``<|reserved_special_token_0|>`` .. ``_3`` (ids 3-6, unused; the SBD
 mask token reuses ``RESERVED_TOKENS[0]``, as with the real Llama-3.1 tokenizer).
 
-What ``encode``/``__call__`` add: NOTHING. There is no post-processor, so ``tok(text)["input_ids"]`` and
-``tok.encode(text)`` are exactly the tokens of ``text`` (no bos, no eos) whatever ``add_special_tokens`` is.
-Callers add ``tok.bos_token_id`` / ``tok.eos_token_id`` themselves.
+What ``encode``/``__call__`` add: like the Llama-3.1 tokenizer, a ``<|begin_of_text|>`` in front when
+``add_special_tokens`` is true (the default), nothing otherwise; never an EOS. Training rows are
+``bos + prompt + target + eos`` (:func:`sbd_core.train.tokenize_examples`), so a decoder given ``tok(prompt)`` sees
+exactly the training prefix.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 BOS_TOKEN = "<|begin_of_text|>"
@@ -57,6 +58,9 @@ def build_tokenizer(texts: list[str], vocab_size: int = 512) -> PreTrainedTokeni
                                   special_tokens=list(SPECIAL_TOKENS),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    bos_id = tok.token_to_id(BOS_TOKEN)
+    tok.post_processor = processors.TemplateProcessing(single=f"{BOS_TOKEN} $A", pair=f"{BOS_TOKEN} $A $B",
+                                                       special_tokens=[(BOS_TOKEN, bos_id)])
     return _wrap(tok)
 
 

@@ -218,11 +218,11 @@ def test_tokenizer_round_trip_and_digits(problems, tokenizer):
     extra = ["", "  x\n\n\tdef f():\n        return 'é ✓'  \n", "-1234567890", "#### 85"]
     texts = [_full(n, p) for (n, _), ps in problems.items() for p in ps] + extra
     for text in texts:
-        ids = tokenizer.encode(text)
+        ids = tokenizer.encode(text, add_special_tokens=False)
         assert tokenizer.decode(ids) == text
         assert all(sum(ch.isdigit() for ch in tok) <= 1 for tok in tokenizer.convert_ids_to_tokens(ids))
     assert not [t for t in tokenizer.get_vocab() if sum(ch.isdigit() for ch in t) > 1]
-    assert tokenizer.convert_ids_to_tokens(tokenizer.encode("2025")) == ["2", "0", "2", "5"]
+    assert tokenizer.convert_ids_to_tokens(tokenizer.encode("2025", add_special_tokens=False)) == ["2", "0", "2", "5"]
     assert len(tokenizer) == 512  # enough text to reach the requested size
 
 
@@ -231,10 +231,12 @@ def test_tokenizer_special_tokens(tokenizer):
     assert [tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS] == list(range(7))
     assert set(SPECIAL_TOKENS) <= set(tokenizer.all_special_tokens)
     mask = RESERVED_TOKENS[0]
-    assert tokenizer.encode(f"a{mask}b")[1] == tokenizer.convert_tokens_to_ids(mask)  # one token in text
+    raw = tokenizer.encode(f"a{mask}b", add_special_tokens=False)
+    assert raw[1] == tokenizer.convert_tokens_to_ids(mask)  # one token in text
     ids = tokenizer("47+38")["input_ids"]
-    assert ids == tokenizer.encode("47+38", add_special_tokens=True) and len(ids) == 5  # nothing added
-    assert tokenizer.bos_token_id not in ids and tokenizer.eos_token_id not in ids
+    assert ids == tokenizer.encode("47+38", add_special_tokens=True) and len(ids) == 6  # BOS in front, as Llama-3.1
+    assert ids[0] == tokenizer.bos_token_id and tokenizer.eos_token_id not in ids
+    assert tokenizer("47+38", add_special_tokens=False)["input_ids"] == ids[1:]
 
 
 def test_tokenizer_deterministic_and_save_load(problems, tokenizer, tmp_path):
@@ -244,13 +246,14 @@ def test_tokenizer_deterministic_and_save_load(problems, tokenizer, tmp_path):
     save_tokenizer(tokenizer, tmp_path)
     loaded = load_tokenizer(tmp_path)
     sample = _full("code", problems[("code", "test")][0])
-    assert loaded.encode(sample) == tokenizer.encode(sample) and loaded.decode(loaded.encode(sample)) == sample
+    assert loaded.encode(sample) == tokenizer.encode(sample)
+    assert loaded.decode(loaded.encode(sample), skip_special_tokens=True) == sample
     assert (loaded.bos_token_id, loaded.eos_token_id, loaded.pad_token_id) == (0, 1, 2)
     assert set(SPECIAL_TOKENS) <= set(loaded.all_special_tokens)
 
 
 def test_token_length_targets(problems, tokenizer):
-    lengths = {n: [len(tokenizer.encode(_full(n, p))) for p in problems[(n, "test")]] for n in TASKS}
+    lengths = {n: [len(tokenizer.encode(_full(n, p), add_special_tokens=False)) for p in problems[(n, "test")]] for n in TASKS}
     assert 40 <= statistics.median(lengths["math"]) <= 70
     assert 40 <= statistics.median(lengths["code"]) <= 80
     assert max(lengths["math"]) <= 128 and max(lengths["code"]) <= 128
