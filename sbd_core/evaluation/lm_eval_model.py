@@ -1,0 +1,381 @@
+"""lm-eval 0.4.13 model adapters: ``sbd`` (decode with :class:`~sbd_core.decode.BlockDecoder`) and ``sbd-replay``.
+
+* ``SBDLM`` (registered as ``"sbd"``) loads a checkpoint and answers ``generate_until`` requests with SBD block
+  decoding (or NTP decoding, ``mode="ntp"``). Solver parameters come through lm-eval's ``model_args`` string, e.g.
+  ``"pretrained=/ckpt,solver=eb,gamma=0.1,block_size=4"``; they are converted to the types of the solver's defaults
+  (``describe_solvers()``). ``loglikelihood`` / ``loglikelihood_rolling`` score with the plain causal NTP logits
+  (SBD eq. 9a): one teacher-forced forward, no mask tokens.
+* ``ReplayLM`` (registered as ``"sbd-replay"``) answers ``generate_until`` from a JSON-lines file of stored
+  ``{"prompt", "completion"}`` records, so stored generations are scored by lm-eval without decoding again.
+
+Importing this module registers both names and imports ``lm_eval.models`` first: lm-eval's ``get_model`` only loads
+its built-in model table when the registry is empty, so registering ours first would otherwise hide ``hf`` & co.
+lm-eval 0.4.13 does not read the ``lm_eval.models`` entry-point group; import this module to register the models.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import defaultdict
+
+import lm_eval.models  # noqa: F401  (see module doc: keeps lm-eval's built-in models registered)
+import torch
+from lm_eval.api.model import LM
+from lm_eval.api.registry import register_model
+from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+
+from sbd_core.decode import BlockDecoder, DecodeConfig
+from sbd_core.io_utils import read_jsonl
+from sbd_core.mask_token import mask_token_id
+from sbd_core.solvers import describe_solvers, get_solver
+
+__all__ = ["SBDLM", "ReplayLM", "MissingGenerationError", "coerce_solver_params"]
+
+log = logging.getLogger(__name__)
+NTP_PARAMS = ("temperature", "seed")  # the only solver parameters that mean something in NTP mode
+_HANDLED_GEN_KWARGS = ("until", "max_gen_toks", "do_sample", "temperature")
+
+
+# --------------------------------------------------------------------------------------------- argument parsing
+def _to_int(key: str, value) -> int:
+    """``value`` (int, integral float or numeric string) as an int; ValueError naming ``key`` otherwise."""
+    if isinstance(value, bool):
+        raise ValueError(f"{key} must be an integer, got {value!r}")
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return int(text)
+        except ValueError:
+            try:
+                value = float(text)
+            except ValueError:
+                raise ValueError(f"{key} must be an integer, got {value!r}") from None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, int):
+        return value
+    raise ValueError(f"{key} must be an integer, got {value!r}")
+
+
+def _to_float(key: str, value) -> float:
+    """``value`` (int, float or numeric string such as ``"0.1"`` or ``"inf"``) as a float."""
+    if isinstance(value, bool):
+        raise ValueError(f"{key} must be a number, got {value!r}")
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            raise ValueError(f"{key} must be a number, got {value!r}") from None
+    if isinstance(value, (int, float)):
+        return float(value)
+    raise ValueError(f"{key} must be a number, got {value!r}")
+
+
+def _to_str(key: str, value) -> str:
+    """``value`` as a string (lm-eval turns ``"None"``/``"true"`` into None/bool, which are rejected)."""
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a string, got {value!r}")
+    return value.strip()
+
+
+def coerce_solver_params(solver: str, params: dict) -> dict:
+    """Convert solver parameters (often strings from ``model_args``) to the types of the solver's defaults.
+
+    Raises ValueError for an unknown solver, an unknown parameter (naming the allowed ones) or a value that does not
+    convert. Range checks are left to :func:`sbd_core.solvers.get_solver`.
+    """
+    table = describe_solvers()
+    if solver not in table:
+        raise ValueError(f"unknown solver {solver!r}; valid names: {sorted(table)}")
+    defaults = table[solver]["params"]
+    out = {}
+    for key, value in params.items():
+        if key not in defaults:
+            raise ValueError(f"unknown parameter {key!r} for solver {solver!r}; allowed: {sorted(defaults)}")
+        kind = type(defaults[key])
+        convert = _to_int if kind is int else _to_float if kind is float else _to_str
+        out[key] = convert(key, value)
+    return out
+
+
+def _resolve_dtype(dtype):
+    """A torch dtype from ``"float32"``/``"bfloat16"``/... (``"auto"`` and torch dtypes pass through)."""
+    if isinstance(dtype, torch.dtype) or dtype == "auto":
+        return dtype
+    value = getattr(torch, str(dtype), None)
+    if not isinstance(value, torch.dtype):
+        raise ValueError(f"dtype must be 'auto' or a torch dtype name such as 'float32' or 'bfloat16', got {dtype!r}")
+    return value
+
+
+def _stop_strings(until) -> tuple[str, ...]:
+    """Normalise a request's ``until`` (None, a string or a list of strings); empty strings are dropped."""
+    if until is None:
+        return ()
+    if isinstance(until, str):
+        until = [until]
+    if not isinstance(until, (list, tuple)) or not all(isinstance(s, str) for s in until):
+        raise ValueError(f"'until' must be a string or a list of strings, got {until!r}")
+    return tuple(s for s in until if s)
+
+
+def _cut(text: str, stops: tuple[str, ...]) -> str:
+    """``text`` up to (not including) the first occurrence of any stop string."""
+    for s in stops:
+        text = text.split(s, 1)[0]
+    return text
+
+
+# --------------------------------------------------------------------------------------------- SBD model
+@register_model("sbd")
+class SBDLM(LM):
+    """lm-eval model that decodes with :class:`BlockDecoder` (SBD or NTP) and scores with causal NTP logits."""
+
+    def __init__(
+        self,
+        pretrained: str,
+        mode: str = "sbd",
+        solver: str = "eb",
+        block_size: int = 16,
+        batch_size: int = 8,
+        max_gen_toks: int = 256,
+        device: str = "cpu",
+        dtype: str = "float32",
+        trust_remote_code: bool = False,
+        max_length: int | None = None,
+        add_special_tokens: bool = True,
+        max_batch_size: int | None = None,  # passed by simple_evaluate; unused
+        **solver_params,
+    ):
+        """Load ``pretrained`` and build the solver; ``solver_params`` are the solver's (string or typed) settings."""
+        super().__init__()
+        if mode not in ("sbd", "ntp"):
+            raise ValueError(f"mode must be 'sbd' or 'ntp', got {mode!r}")
+        self.mode = mode
+        self.block_size = _to_int("block_size", block_size)
+        self.batch_size = _to_int("batch_size", batch_size)
+        self.max_gen_toks = _to_int("max_gen_toks", max_gen_toks)
+        self.add_special_tokens = bool(add_special_tokens)
+        self.solver_name, self.solver = self._build_solver(mode, solver, solver_params)
+        DecodeConfig(mode=mode, block_size=self.block_size, max_new_tokens=self.max_gen_toks,
+                     batch_size=self.batch_size)  # validates the numbers before the (slow) model load
+        self.model, self.tokenizer = self._load(pretrained, device, dtype, bool(trust_remote_code))
+        if mode == "sbd":
+            mask_token_id(self.model)  # fail now, not at the first request, when the checkpoint has no mask token
+        self._device = self.model.device
+        self._max_length = None if max_length is None else _to_int("max_length", max_length)
+        self.last_stats: list[dict] = []
+        self._warned: set[tuple] = set()  # ignored gen_kwargs already reported
+
+    @staticmethod
+    def _build_solver(mode: str, solver: str, params: dict):
+        """(solver name or None, Solver). NTP mode takes only temperature/seed and decodes with top-1 reveals."""
+        if mode == "sbd":
+            return solver, get_solver(solver, **coerce_solver_params(solver, params))
+        extra = sorted(set(params) - set(NTP_PARAMS))
+        if extra:
+            raise ValueError(f"mode='ntp' uses no solver rule; only {NTP_PARAMS} apply, got {extra}")
+        return None, get_solver("topk", **coerce_solver_params("topk", {"n": 1, **params}))
+
+    @staticmethod
+    def _load(pretrained, device, dtype, trust_remote_code):
+        """Load the causal LM (SDPA attention, ``dtype``) and its tokenizer from a local folder or hub id."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = os.fspath(pretrained)
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=_resolve_dtype(dtype), attn_implementation="sdpa", trust_remote_code=trust_remote_code
+        )
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+        return model.to(device).eval(), tokenizer
+
+    # ------------------------------------------------------------------------------------------ properties
+    @property
+    def max_length(self) -> int:
+        """Context window used for scoring: ``max_length`` if given, else the model's max_position_embeddings."""
+        if self._max_length is not None:
+            return self._max_length
+        value = getattr(self.model.config, "max_position_embeddings", None)
+        return int(value) if value else int(self.tokenizer.model_max_length)
+
+    @property
+    def prefix_token_id(self) -> int:
+        """Token that conditions the first prediction when there is no context (BOS, else EOS)."""
+        tok = self.tokenizer
+        value = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+        if value is None:
+            raise ValueError("the tokenizer has neither a BOS nor an EOS token to condition on an empty context")
+        return int(value)
+
+    @property
+    def eot_token_id(self):
+        """EOS id (logged by lm-eval)."""
+        return self.tokenizer.eos_token_id
+
+    # ------------------------------------------------------------------------------------------ generation
+    def _gen_settings(self, gen_kwargs: dict) -> tuple[tuple[str, ...], int]:
+        """(stop strings, max new tokens) of one request; sampling must be configured in model_args instead."""
+        gen_kwargs = dict(gen_kwargs or {})
+        if gen_kwargs.get("do_sample") or _to_float("temperature", gen_kwargs.get("temperature") or 0.0) > 0:
+            raise ValueError(
+                "sampling through gen_kwargs is not supported; set temperature/seed in model_args "
+                f"(e.g. 'temperature=0.7,seed=1'), got {gen_kwargs}"
+            )
+        unused = tuple(sorted(k for k in gen_kwargs if k not in _HANDLED_GEN_KWARGS))
+        if unused and unused not in self._warned:
+            self._warned.add(unused)
+            log.warning("SBDLM ignores generation kwargs %s", list(unused))
+        max_new = _to_int("max_gen_toks", gen_kwargs.get("max_gen_toks", self.max_gen_toks))
+        return _stop_strings(gen_kwargs.get("until")), max_new
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        """Decode every request's context; cut at its ``until`` strings and ``max_gen_toks``.
+
+        Requests with identical settings are decoded together in batches of ``batch_size``. Per-request cost
+        (nfe, num_tokens, tokens_per_forward, stop_reason, wall_time_s) is left in ``self.last_stats``.
+        """
+        groups: dict[tuple, list[int]] = defaultdict(list)
+        for i, req in enumerate(requests):
+            groups[self._gen_settings(req.args[1])].append(i)
+        texts: list[str | None] = [None] * len(requests)
+        stats: list[dict | None] = [None] * len(requests)
+        for (stops, max_new), rows in groups.items():
+            config = DecodeConfig(mode=self.mode, block_size=self.block_size, max_new_tokens=max_new,
+                                  stop_strings=stops, batch_size=self.batch_size,
+                                  add_special_tokens=self.add_special_tokens)
+            decoder = BlockDecoder(self.model, self.tokenizer, config, self.solver)
+            gens = decoder.generate([requests[i].args[0] for i in rows], progress=not disable_tqdm)
+            for i, gen in zip(rows, gens):
+                texts[i] = gen.text
+                stats[i] = {"nfe": gen.nfe, "num_tokens": gen.num_tokens, "tokens_per_forward": gen.tokens_per_forward,
+                            "stop_reason": gen.stop_reason, "wall_time_s": gen.wall_time_s}
+                self.cache_hook.add_partial("generate_until", requests[i].args, gen.text)
+        self.last_stats = stats
+        return texts
+
+    # ------------------------------------------------------------------------------------------ scoring
+    def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """Token ids of (context, continuation), split from one encoding of the whole text like lm-eval's HFLM."""
+        tok = self.tokenizer
+        if context == "":
+            ctx = tok(context, add_special_tokens=self.add_special_tokens)["input_ids"] or [self.prefix_token_id]
+            return ctx, tok(continuation, add_special_tokens=False)["input_ids"]
+        spaces = len(context) - len(context.rstrip())
+        if spaces:  # trailing context whitespace belongs to the continuation (tokenizers attach it to the next word)
+            context, continuation = context[:-spaces], context[-spaces:] + continuation
+        whole = tok(context + continuation, add_special_tokens=self.add_special_tokens)["input_ids"]
+        ctx = tok(context, add_special_tokens=self.add_special_tokens)["input_ids"]
+        return ctx, whole[len(ctx):]
+
+    @torch.no_grad()
+    def _score(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
+        """(sum of continuation log-probs, all-greedy flag) per (context ids, continuation ids) pair.
+
+        One causal forward per sequence (batched, right-padded: with causal attention real tokens never see the
+        padding, so no attention mask is needed); the context is cut from the left to fit ``max_length``.
+        """
+        inputs = []
+        for ctx, cont in pairs:
+            if not cont:
+                raise ValueError("the continuation is empty after tokenization; nothing to score")
+            if len(cont) > self.max_length:
+                raise ValueError(f"continuation of {len(cont)} tokens exceeds the context of {self.max_length} tokens")
+            inputs.append((ctx + cont)[-(self.max_length + 1):][:-1])
+        order = sorted(range(len(pairs)), key=lambda i: -len(inputs[i]))
+        out: list[tuple[float, bool] | None] = [None] * len(pairs)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        for lo in range(0, len(order), self.batch_size):
+            chunk = order[lo:lo + self.batch_size]
+            width = len(inputs[chunk[0]])
+            ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+            for r, i in enumerate(chunk):
+                ids[r, :len(inputs[i])] = torch.tensor(inputs[i])
+            logp = torch.log_softmax(self.model(input_ids=ids.to(self.device)).logits.float(), dim=-1)
+            for r, i in enumerate(chunk):
+                cont, n = pairs[i][1], len(inputs[i])
+                rows = logp[r, n - len(cont):n]
+                target = torch.tensor(cont, device=rows.device)
+                total = rows.gather(1, target[:, None]).sum().item()
+                out[i] = (float(total), bool((rows.argmax(-1) == target).all()))
+        return out
+
+    def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        """log P(continuation | context) and whether greedy decoding would produce it, per request."""
+        results = self._score([self._encode_pair(*req.args) for req in requests])
+        for req, res in zip(requests, results):
+            self.cache_hook.add_partial("loglikelihood", req.args, res)
+        return results
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        """log P(string) given the prefix token, over disjoint rolling windows of ``max_length`` tokens."""
+        windows, owner = [], []
+        for i, req in enumerate(requests):
+            tokens = self.tokenizer(req.args[0], add_special_tokens=False)["input_ids"]
+            for window in get_rolling_token_windows(tokens, self.prefix_token_id, self.max_length, 1):
+                windows.append(make_disjoint_window(window))
+                owner.append(i)
+        totals = [0.0] * len(requests)
+        for i, (logprob, _) in zip(owner, self._score(windows)):
+            totals[i] += logprob
+        for req, total in zip(requests, totals):
+            self.cache_hook.add_partial("loglikelihood_rolling", req.args, total)
+        return totals
+
+
+# --------------------------------------------------------------------------------------------- replay model
+class MissingGenerationError(KeyError):
+    """A request's context has no stored completion."""
+
+    def __str__(self) -> str:  # KeyError would print the message in quotes
+        return str(self.args[0]) if self.args else ""
+
+
+def _load_completions(path) -> dict[str, str]:
+    """``{prompt: completion}`` from a JSON-lines file; ValueError on missing fields or conflicting duplicates."""
+    completions: dict[str, str] = {}
+    for n, record in enumerate(read_jsonl(path), start=1):
+        if not isinstance(record, dict) or not isinstance(record.get("prompt"), str) \
+                or not isinstance(record.get("completion"), str):
+            raise ValueError(f"{path}: record {n} needs string fields 'prompt' and 'completion'")
+        prompt, completion = record["prompt"], record["completion"]
+        if completions.get(prompt, completion) != completion:
+            raise ValueError(f"{path}: record {n} repeats prompt {prompt[:80]!r} with a different completion")
+        completions[prompt] = completion
+    return completions
+
+
+@register_model("sbd-replay")
+class ReplayLM(LM):
+    """lm-eval model that returns stored completions (looked up by exact prompt) instead of generating."""
+
+    def __init__(self, generations, batch_size=None, max_batch_size=None, device=None):
+        """``generations``: JSON-lines path with at least ``prompt`` and ``completion`` per record.
+
+        ``batch_size``/``max_batch_size``/``device`` are accepted because ``simple_evaluate`` passes them; unused.
+        """
+        super().__init__()
+        self.path = os.fspath(generations)
+        self.completions = _load_completions(self.path)
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        """Stored completion of each request's context, cut at the request's ``until`` strings (idempotent when
+        the stored text was decoded with the same stops). ``max_gen_toks`` is not applied (no tokenizer)."""
+        missing = [req.args[0] for req in requests if req.args[0] not in self.completions]
+        if missing:
+            raise MissingGenerationError(
+                f"{len(missing)} of {len(requests)} prompts have no stored completion in {self.path}; "
+                f"first missing prompt: {missing[0]!r}"
+            )
+        return [_cut(self.completions[req.args[0]], _stop_strings((req.args[1] or {}).get("until")))
+                for req in requests]
+
+    def loglikelihood(self, requests, disable_tqdm: bool = False):
+        """Not available: stored generations carry no scores."""
+        raise NotImplementedError("ReplayLM only replays stored generations (generate_until); use SBDLM to score "
+                                  "log-likelihoods")
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
+        """Not available: stored generations carry no scores."""
+        raise NotImplementedError("ReplayLM only replays stored generations (generate_until); use SBDLM for "
+                                  "rolling log-likelihoods")

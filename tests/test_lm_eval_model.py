@@ -1,0 +1,256 @@
+"""lm-eval adapters: SBDLM (registry, string params, generate_until vs BlockDecoder, NTP scoring) and ReplayLM /
+score_math (stored generations scored by lm-eval, from another CWD)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from lm_eval.api.instance import Instance
+
+from conftest import char_tokenizer, tiny_model
+from sbd_core.decode import BlockDecoder, DecodeConfig
+from sbd_core.evaluation.lm_eval_model import MissingGenerationError, ReplayLM, SBDLM, coerce_solver_params
+from sbd_core.evaluation.math_eval import TASK_NAME, score_math, write_math_task
+from sbd_core.mask_token import setup_mask_token
+from sbd_core.solvers import get_solver
+from sbd_core.tasks import get_task
+
+OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    for key, value in OFFLINE.items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    """A saved tiny Llama with the SBD mask token recorded, plus the character tokenizer."""
+    tok = char_tokenizer()
+    model = tiny_model("llama", len(tok))
+    setup_mask_token(tok, model)
+    path = tmp_path_factory.mktemp("ckpt")
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def lm(ckpt):
+    """SBDLM built the way lm-eval builds it from a model_args string."""
+    from lm_eval.api.registry import get_model
+
+    args = f"pretrained={ckpt},solver=eb,gamma=0.1,block_size=4,batch_size=2,max_gen_toks=16"
+    return get_model("sbd").create_from_arg_string(args, {"batch_size": None, "device": None})
+
+
+def gen_request(context, **gen_kwargs):
+    return Instance("generate_until", {}, (context, gen_kwargs), 0)
+
+
+def ll_request(context, continuation):
+    return Instance("loglikelihood", {}, (context, continuation), 0)
+
+
+# ------------------------------------------------------------------------------------------------ registry / params
+def test_registry_names_and_builtins_still_visible():
+    from lm_eval.api.registry import get_model
+
+    assert get_model("sbd") is SBDLM and get_model("sbd-replay") is ReplayLM
+    assert get_model("dummy").__name__ == "DummyLM"  # registering ours must not hide lm-eval's built-in table
+
+
+def test_lm_eval_does_not_discover_entry_points():
+    code = ("import lm_eval.api.registry as r, lm_eval.models; "
+            "print('sbd' in r.model_registry, 'sbd_core.evaluation.lm_eval_model' in __import__('sys').modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_string_params_are_converted(lm):
+    assert lm.solver.name == "eb" and lm.solver.params["gamma"] == 0.1 and isinstance(lm.solver.params["gamma"], float)
+    assert (lm.block_size, lm.batch_size, lm.max_gen_toks) == (4, 2, 16)
+    assert coerce_solver_params("topk", {"n": "3", "temperature": "0.5", "proxy": " entropy", "seed": 2.0}) == {
+        "n": 3, "temperature": 0.5, "proxy": "entropy", "seed": 2}
+    assert coerce_solver_params("eb", {"gamma": "inf"}) == {"gamma": float("inf")}
+    assert type(coerce_solver_params("factor", {"f": 1})["f"]) is float
+
+
+@pytest.mark.parametrize("solver, params, match", [
+    ("eb", {"gama": "0.1"}, r"unknown parameter 'gama' for solver 'eb'; allowed: \['gamma', 'proxy'"),
+    ("eb", {"gamma": "abc"}, "gamma must be a number, got 'abc'"),
+    ("eb", {"gamma": True}, "gamma must be a number"),
+    ("topk", {"n": "2.5"}, "n must be an integer, got 2.5"),
+    ("topk", {"proxy": None}, "proxy must be a string"),
+    ("nope", {}, "unknown solver 'nope'"),
+])
+def test_bad_solver_params(solver, params, match):
+    with pytest.raises(ValueError, match=match):
+        coerce_solver_params(solver, params)
+
+
+def test_constructor_errors(ckpt, tmp_path):
+    with pytest.raises(ValueError, match=r"gamma=-1.0 is out of range"):
+        SBDLM(str(ckpt), gamma="-1")
+    with pytest.raises(ValueError, match=r"mode='ntp' uses no solver rule.*\['gamma'\]"):
+        SBDLM(str(ckpt), mode="ntp", gamma=0.1)
+    with pytest.raises(ValueError, match="block_size must be an integer"):
+        SBDLM(str(ckpt), block_size="big")
+    with pytest.raises(ValueError, match="mode must be"):
+        SBDLM(str(ckpt), mode="diffusion")
+    tok = char_tokenizer()
+    model = tiny_model("llama", len(tok))  # no mask token recorded
+    bare = tmp_path / "bare"
+    model.save_pretrained(bare), tok.save_pretrained(bare)
+    with pytest.raises(ValueError, match="sbd_mask_token_id"):
+        SBDLM(str(bare))
+    assert SBDLM(str(bare), mode="ntp").solver_name is None  # NTP needs no mask token
+
+
+# ------------------------------------------------------------------------------------------------ generation
+@pytest.mark.parametrize("mode", ["sbd", "ntp"])
+def test_generate_until_equals_block_decoder(ckpt, lm, mode):
+    model = lm if mode == "sbd" else SBDLM(str(ckpt), mode="ntp", batch_size=2)
+    solver = get_solver("eb", gamma=0.1) if mode == "sbd" else get_solver("topk", n=1)
+    prompts = ["Question: 12+3\nAnswer:", "hi", "a longer prompt", "xyz"]
+
+    def decode(ps, stops, max_new):
+        config = DecodeConfig(mode=mode, block_size=4, max_new_tokens=max_new, stop_strings=stops, batch_size=2)
+        return BlockDecoder(model.model, model.tokenizer, config, solver).generate(ps)
+
+    free = decode(prompts[:2], (), 12)
+    stop = free[0].text[5]  # a character the first completion really produces: the cut must take effect
+    requests = [gen_request(prompts[0], until=[stop], max_gen_toks=12), gen_request(prompts[2], max_gen_toks=5),
+                gen_request(prompts[1], until=stop, max_gen_toks=12), gen_request(prompts[3], until=[], max_gen_toks=5)]
+    out = model.generate_until(requests, disable_tqdm=True)
+    ref_a, ref_b = decode(prompts[:2], (stop,), 12), decode([prompts[2], prompts[3]], (), 5)
+    assert out == [ref_a[0].text, ref_b[0].text, ref_a[1].text, ref_b[1].text]
+    assert out[0] == free[0].text.split(stop)[0] and len(out[0]) <= 5
+    assert all(stop not in text for text in (out[0], out[2]))
+    stats = model.last_stats
+    assert [s["nfe"] for s in stats] == [ref_a[0].nfe, ref_b[0].nfe, ref_a[1].nfe, ref_b[1].nfe]
+    assert stats[0]["stop_reason"] == "stop_string"
+    assert all(s["num_tokens"] <= 5 for s in (stats[1], stats[3]))
+    assert all(s["stop_reason"] == "length" and s["num_tokens"] == 5 for s in (stats[1], stats[3])
+               if s["stop_reason"] != "eos")
+    if mode == "ntp":
+        assert all(s["nfe"] == s["num_tokens"] for s in stats)
+
+
+def test_generate_until_rejects_sampling_kwargs(lm):
+    with pytest.raises(ValueError, match="set temperature/seed in model_args"):
+        lm.generate_until([gen_request("hi", do_sample=True)])
+
+
+# ------------------------------------------------------------------------------------------------ scoring
+def hand_logprob(model, ids, n_cont):
+    """Sum of log-probs of the last ``n_cont`` of ``ids`` from one unbatched causal forward, and greedy flag."""
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].float(), -1)
+    rows, target = logp[len(ids) - 1 - n_cont:len(ids) - 1], torch.tensor(ids[len(ids) - n_cont:])
+    return rows.gather(1, target[:, None]).sum().item(), bool((rows.argmax(-1) == target).all())
+
+
+def test_loglikelihood_equals_hand_computation(lm):
+    tok, model = lm.tokenizer, lm.model
+    with torch.no_grad():
+        greedy_id = model(input_ids=torch.tensor([tok("hello")["input_ids"]])).logits[0, -1].argmax().item()
+    greedy = tok.convert_ids_to_tokens(greedy_id)
+    cases = [("Question: 1+1", " 2"), ("ab ", "cd"), ("", "xyz"), ("hello", greedy)]
+    got = lm.loglikelihood([ll_request(c, x) for c, x in cases])
+    enc = lambda s: tok(s)["input_ids"]
+    want = [hand_logprob(model, enc("Question: 1+1 2"), 2), hand_logprob(model, enc("ab cd"), 3),
+            hand_logprob(model, [lm.prefix_token_id] + enc("xyz"), 3),
+            hand_logprob(model, enc("hello") + [greedy_id], 1)]
+    for (lp, is_greedy), (ref_lp, ref_greedy) in zip(got, want):
+        assert lp == pytest.approx(ref_lp, abs=1e-4) and is_greedy == ref_greedy
+    assert got[3][1] is True and got[0][0] < 0
+
+
+def test_loglikelihood_rolling_windows(ckpt, lm):
+    text = "rolling windows test"  # 20 characters = 20 tokens
+    req = Instance("loglikelihood_rolling", {}, (text,), 0)
+    ids = [lm.prefix_token_id] + lm.tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert lm.loglikelihood_rolling([req])[0] == pytest.approx(hand_logprob(lm.model, ids, 20)[0], abs=1e-4)
+    short = SBDLM(str(ckpt), max_length=8, batch_size=3)  # windows: predict 0-7, 8-15, then 16-19 with 8 inputs
+    total = 0.0
+    for a in range(0, 20, 8):
+        b = min(a + 8, 20)
+        total += hand_logprob(lm.model, ids[max(0, b - 8):b + 1], b - a)[0]
+    assert short.loglikelihood_rolling([req])[0] == pytest.approx(total, abs=1e-4)
+    assert short.loglikelihood_rolling([req])[0] != pytest.approx(lm.loglikelihood_rolling([req])[0], abs=1e-3)
+
+
+# ------------------------------------------------------------------------------------------------ replay + scoring
+def write_gens(path, pairs):
+    path.write_text("".join(json.dumps({"prompt": p, "completion": c, "nfe": 3}) + "\n" for p, c in pairs))
+    return path
+
+
+def test_replay_round_trip_and_errors(tmp_path):
+    gens = write_gens(tmp_path / "g.jsonl", [("Q1", " a #### 1"), ("Q2", " b\n\nQuestion: c")])
+    replay = ReplayLM(gens)
+    out = replay.generate_until([gen_request("Q2", until=["\n\n"]), gen_request("Q1"), gen_request("Q2", until=[])])
+    assert out == [" b", " a #### 1", " b\n\nQuestion: c"]
+    with pytest.raises(MissingGenerationError, match=r"1 of 2 prompts .* first missing prompt: 'Q3\\n'") as err:
+        replay.generate_until([gen_request("Q1"), gen_request("Q3\n")])
+    assert isinstance(err.value, KeyError)
+    with pytest.raises(NotImplementedError, match="only replays stored generations"):
+        replay.loglikelihood([ll_request("Q1", " a")])
+    with pytest.raises(NotImplementedError):
+        replay.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, ("Q1",), 0)])
+    with pytest.raises(ValueError, match="repeats prompt 'Q1' with a different completion"):
+        ReplayLM(write_gens(tmp_path / "dup.jsonl", [("Q1", "x"), ("Q1", "y")]))
+    (tmp_path / "bad.jsonl").write_text('{"prompt": "Q1"}\n')
+    with pytest.raises(ValueError, match="record 1 needs string fields"):
+        ReplayLM(tmp_path / "bad.jsonl")
+
+
+def test_score_math_matches_direct_count_from_other_cwd(tmp_path, monkeypatch):
+    task = get_task("math")
+    problems = task.make_problems("test", 7, 3)
+    answers = [p["answer"] for p in problems]
+    completions = [f" 1+1: 2. So {answers[0]}.\n#### {answers[0]}", f" wrong\n#### {int(answers[1]) + 1}",
+                   " I do not know.", f" So\n#### {answers[3]}", f" close: ####{answers[4]}",
+                   f" negative\n#### -{answers[5]}", f" #### {answers[6]} then #### 0"]
+    gens = write_gens(tmp_path / "gens.jsonl", [(task.prompt_text(p), c) for p, c in zip(problems, completions)])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    work = tmp_path / "work"
+    result = score_math(problems, gens, work)
+    direct = [task.extract_answer(c) == a for c, a in zip(completions, answers)]
+    assert direct == [True, False, False, True, False, False, True]
+    assert result["n"] == 7 and type(result["accuracy"]) is float
+    assert result["accuracy"] == pytest.approx(sum(direct) / 7) == result["metrics"]["exact_match"]
+    for p, c, ok in zip(problems, completions, direct):
+        assert result["per_problem"][p["task_id"]] == {"correct": ok, "extracted": task.extract_answer(c)}
+    assert result["lm_eval_version"] == "0.4.13"
+    json.dumps(result, allow_nan=False)  # plain Python values only
+    spec = (work / f"{TASK_NAME}.yaml").read_text()
+    assert str((work / f"{TASK_NAME}.jsonl").resolve()) in spec and not list(elsewhere.iterdir())
+    write_gens(gens, [(task.prompt_text(p), c) for p, c in zip(problems[1:], completions[1:])])
+    with pytest.raises(MissingGenerationError, match="1 of 7 prompts"):
+        score_math(problems, gens, work)
+
+
+def test_simple_evaluate_with_sbd_model_string(ckpt, lm, tmp_path):
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    problems = get_task("math").make_problems("test", 2, 0)
+    write_math_task(problems, tmp_path)
+    res = lm_eval.simple_evaluate(
+        model="sbd", model_args=f"pretrained={ckpt},solver=eb,gamma=0.1,block_size=4,max_gen_toks=8",
+        tasks=[TASK_NAME], task_manager=TaskManager(include_path=str(tmp_path), include_defaults=False),
+        num_fewshot=0, bootstrap_iters=0, log_samples=True)
+    samples = sorted(res["samples"][TASK_NAME], key=lambda s: s["doc_id"])
+    prompts = [get_task("math").prompt_text(p) for p in problems]
+    assert [s["arguments"][0][0] for s in samples] == prompts
+    config = DecodeConfig(block_size=4, max_new_tokens=8, stop_strings=get_task("math").stop_sequences)
+    ref = BlockDecoder(lm.model, lm.tokenizer, config, get_solver("eb", gamma=0.1)).generate(prompts)
+    assert [s["resps"][0][0] for s in samples] == [g.text for g in ref]
+    assert res["results"][TASK_NAME]["exact_match,extract"] == 0.0  # random weights never write "#### N"
