@@ -39,15 +39,22 @@ def load(path, device: str = "cpu", dtype: str = "float32", trust_remote_code: b
     return model.to(device).eval(), tokenizer
 
 
-def save(model, tokenizer, out_dir, extra_files: dict | None = None) -> Path:
-    """Save model (safetensors) + tokenizer + ``extra_files`` ({name: json-able}) atomically into ``out_dir``."""
+def save(model, tokenizer, out_dir, extra_files: dict | None = None, copy_files: dict | None = None) -> Path:
+    """Save model (safetensors) + tokenizer + ``extra_files`` ({name: json-able}) + ``copy_files`` ({name: source
+    path}) atomically into ``out_dir``."""
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp, safe_serialization=True)
-    tokenizer.save_pretrained(tmp)
-    for name, obj in (extra_files or {}).items():
-        write_json_atomic(obj, tmp / name)
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        for name, obj in (extra_files or {}).items():
+            write_json_atomic(obj, tmp / name)
+        for name, source in (copy_files or {}).items():
+            shutil.copy(source, tmp / name)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if out_dir.exists():
         shutil.rmtree(out_dir)
     os.replace(tmp, out_dir)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -68,42 +67,54 @@ def tokenize_examples(tokenizer, pairs, max_length: int) -> list[dict]:
     return rows
 
 
-class SBDCollator:
-    """Pad rows (document id -1), draw the step's block size and build the SBD or NTP layout."""
-
-    def __init__(self, config: TrainConfig, mask_token_id: int | None, pad_token_id: int):
-        self.config, self.mask_token_id, self.pad = config, mask_token_id, pad_token_id
-
-    def __call__(self, rows: list[dict]) -> dict:
-        width = max(len(r["ids"]) for r in rows)
-        seq = torch.full((len(rows), width), self.pad, dtype=torch.long)
-        docs = torch.full((len(rows), width), -1, dtype=torch.long)
-        target = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, r in enumerate(rows):
-            seq[i, : len(r["ids"])] = torch.tensor(r["ids"])
-            docs[i, : len(r["ids"])] = 0
-            target[i, : len(r["target"])] = torch.tensor(r["target"])
-        cfg = self.config
-        k = random.randint(cfg.block_size_min, cfg.block_size_max) if cfg.objective == "sbd" else 0
-        loss_mask = None if cfg.loss_on_prompt else target
-        batch = build_batch(seq, cfg.objective, self.mask_token_id, k, doc_ids=docs, loss_mask=loss_mask)
-        return {**{f: getattr(batch, f) for f in ("input_ids", "position_ids", "labels", "doc_ids")},
-                "block_size": torch.tensor(k), "n_tokens": torch.tensor(int((docs >= 0).sum()))}
+def pad_rows(rows: list[dict], pad_token_id: int) -> dict:
+    """Collate tokenized rows: right-pad ids, document id -1 on padding, the target mask."""
+    width = max(len(r["ids"]) for r in rows)
+    seq = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
+    docs = torch.full((len(rows), width), -1, dtype=torch.long)
+    target = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        seq[i, : len(r["ids"])] = torch.tensor(r["ids"])
+        docs[i, : len(r["ids"])] = 0
+        target[i, : len(r["target"])] = torch.tensor(r["target"])
+    return {"sequence": seq, "doc_ids": docs, "target": target}
 
 
 class SBDTrainer(Trainer):
-    """``Trainer`` whose loss is :func:`sbd_core.objective.compute_loss`; logs the NTP and MATP parts too."""
+    """``Trainer`` whose loss is :func:`sbd_core.objective.compute_loss`; logs the NTP and MATP parts too.
 
-    def __init__(self, *args, objective: str, **kwargs):
+    The step's block size and the noising draw come from a generator seeded by (seed, step, micro-batch), not from the
+    global RNG: the dataloader fetches one batch ahead, so global-RNG draws would not survive a resume exactly.
+    """
+
+    def __init__(self, *args, train_config: TrainConfig, mask_token_id: int | None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.objective = objective
+        self.train_config, self.mask_token_id = train_config, mask_token_id
         self._parts = {"ntp_loss": [], "matp_loss": []}
         self._tokens, self._clock = 0, time.perf_counter()
+        self._micro_step = (-1, 0)
+
+    def _generator(self, device) -> torch.Generator:
+        step = self.state.global_step
+        micro = self._micro_step[1] + 1 if self._micro_step[0] == step else 0
+        self._micro_step = (step, micro)
+        seed = (self.train_config.seed * 1_000_003 + step * 1_009 + micro) % (2**63)
+        return torch.Generator(device=device).manual_seed(seed)
+
+    def layout(self, inputs: dict) -> SBDBatch:
+        """The SBD (or NTP) batch for this micro-step."""
+        cfg, seq = self.train_config, inputs["sequence"]
+        gen = self._generator(seq.device)
+        k = 0
+        if cfg.objective == "sbd":
+            k = int(torch.randint(cfg.block_size_min, cfg.block_size_max + 1, (1,), generator=gen, device=seq.device))
+        loss_mask = None if cfg.loss_on_prompt else inputs["target"]
+        return build_batch(seq, cfg.objective, self.mask_token_id, k, doc_ids=inputs["doc_ids"], loss_mask=loss_mask,
+                           generator=gen)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        block = int(inputs.pop("block_size"))
-        self._tokens += int(inputs.pop("n_tokens"))
-        out = compute_loss(model, SBDBatch(**inputs, block_size=block, objective=self.objective))
+        self._tokens += int((inputs["doc_ids"] >= 0).sum())
+        out = compute_loss(model, self.layout(inputs))
         for name in self._parts:
             value = getattr(out, name)
             if not math.isnan(value):
@@ -170,7 +181,7 @@ def training_arguments(config: TrainConfig, checkpoint_dir: Path, progress: bool
 
 
 def train(model, tokenizer, rows: list[dict], config: TrainConfig, checkpoint_dir: Path, log_path: Path,
-          progress: bool = True) -> dict:
+          progress: bool = True, callbacks: list | None = None) -> dict:
     """Train ``model`` in place on tokenized ``rows``; resume from the newest checkpoint in ``checkpoint_dir`` if any.
 
     Returns a summary with the final logged losses. The caller saves the model (see :mod:`sbd_core.checkpoint`).
@@ -185,9 +196,10 @@ def train(model, tokenizer, rows: list[dict], config: TrainConfig, checkpoint_di
         model=model,
         args=training_arguments(config, checkpoint_dir, progress),
         train_dataset=rows,
-        data_collator=SBDCollator(config, mask_id, tokenizer.pad_token_id or 0),
-        callbacks=[JsonlLogger(log_path)],
-        objective=config.objective,
+        data_collator=lambda rows: pad_rows(rows, tokenizer.pad_token_id or 0),
+        callbacks=[JsonlLogger(log_path), *(callbacks or [])],
+        train_config=config,
+        mask_token_id=mask_id,
     )
     trainer.train(resume_from_checkpoint=resume)
     history = [h for h in trainer.state.log_history if "loss" in h]

@@ -1,0 +1,129 @@
+"""The whole DAG through Snakemake on the smoke config, partial reruns, the HTML report and config errors."""
+
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile")]
+pytestmark = pytest.mark.slow
+
+
+def snakemake(workdir: Path, *args, check=True):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    out = subprocess.run(SNAKEMAKE + ["--directory", str(workdir), *args], capture_output=True, text=True, env=env,
+                         timeout=600)
+    if check and out.returncode != 0:
+        raise AssertionError(f"snakemake {args} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+    return out
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a snakemake run or dry run."""
+    table = output.split("Job stats:")[1]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m.group(1) != "total"}
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("smoke")
+    config = workdir / "smoke.yaml"
+    shutil.copy(ROOT / "tests" / "smoke.yaml", config)
+    run = snakemake(workdir, "--cores", "2", "--configfile", str(config))
+    return workdir, config, run.stdout + run.stderr
+
+
+def test_whole_dag_produces_report_and_sane_summary(smoke):
+    workdir, _, log = smoke
+    counts = job_counts(log)
+    assert counts == {"data": 1, "base": 1, "finetune": 2, "decode": 6, "score": 6, "report": 1, "all": 1}
+    report = workdir / "results" / "smoke" / "report"
+    for name in ("summary.csv", "table1.md", "table1.tex", "table1.csv", "report.md", "speedup_math.png",
+                 "speedup_code.pdf", "paper_table1.md"):
+        assert (report / name).stat().st_size > 0, name
+    rows = list(csv.DictReader(open(report / "summary.csv")))
+    assert {(r["objective"], r["sampler"], r["task"]) for r in rows} == {
+        (o, s, t) for o, s in (("ntp", "ntp"), ("sbd", "ntp"), ("sbd", "topk-4")) for t in ("math", "code")}
+    for r in rows:
+        assert 0.0 <= float(r["accuracy"]) <= 1.0
+        assert float(r["mean_nfe"]) > 0 and float(r["wall_time_s"]) > 0
+        if r["sampler"] == "ntp":
+            assert float(r["tokens_per_forward"]) == 1.0
+        else:  # four tokens per forward unless a stop lands inside a block
+            assert 1.0 < float(r["tokens_per_forward"]) <= 4.0 and float(r["nfe_speedup"]) > 1.0
+    assert "Llama-3.1 8B" in (report / "paper_table1.md").read_text()
+
+
+def test_outputs_record_provenance(smoke):
+    workdir, _, _ = smoke
+    score = json.loads((workdir / "results/smoke/scores/tiny-llama/sbd/topk-4/code.json").read_text())
+    prov = score["provenance"]
+    for package in ("torch", "transformers", "lm_eval", "evalplus"):
+        assert prov["versions"][package], package
+    assert "git_commit" in prov and prov["hardware"]["cpu_count"] >= 1
+    model = workdir / "results/smoke/models/tiny-llama/sbd"
+    finetune = json.loads((model / "provenance.json").read_text())
+    assert finetune["settings"]["objective"] == "sbd" and finetune["seed"] == 0
+    assert json.loads((model / "config.json").read_text())["sbd_mask_token_id"] == 3
+    log_lines = (model / "train_log.jsonl").read_text().splitlines()
+    assert "matp_loss" in json.loads(log_lines[-1])
+    data = json.loads((workdir / "results/smoke/data/provenance.json").read_text())
+    assert data["seed"] == 0 and data["settings"]["test_per_task"] == 4
+
+
+def test_changing_one_solver_setting_reruns_only_its_jobs(smoke):
+    workdir, config, _ = smoke
+    changed = yaml.safe_load(config.read_text())
+    changed["decode"]["samplers"][1]["n"] = 2
+    path = workdir / "changed.yaml"
+    path.write_text(yaml.safe_dump(changed))
+    dry = snakemake(workdir, "-n", "--configfile", str(path))
+    assert job_counts(dry.stdout) == {"decode": 2, "score": 2, "report": 1, "all": 1}
+
+
+def test_report_regenerates_from_existing_scores(smoke):
+    workdir, config, _ = smoke
+    figure = workdir / "results/smoke/report/speedup_math.png"
+    figure.unlink()
+    run = snakemake(workdir, str(figure), "--cores", "1", "--configfile", str(config))
+    assert job_counts(run.stdout + run.stderr) == {"report": 1}
+    assert figure.stat().st_size > 0
+
+
+def test_html_report_is_self_contained(smoke):
+    workdir, config, _ = smoke
+    snakemake(workdir, "--configfile", str(config), "--report", "report.html")
+    html = (workdir / "report.html").read_text(errors="ignore")
+    assert len(html) > 100_000 and "summary.csv" in html
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda c: c["decode"].update(blocksize=16), ["blocksize"]),
+    (lambda c: c["decode"].update(block_size="16"), ["block_size", "16"]),
+    (lambda c: c["decode"]["samplers"].append({"solver": "eb", "gamma": -1}), ["gamma", "-1"]),
+    (lambda c: c["decode"]["samplers"].append({"solver": "eb", "threshold": 0.5}), ["threshold", "gamma"]),
+])
+def test_bad_config_stops_before_any_work(tmp_path, edit, words):
+    config = yaml.safe_load((ROOT / "tests" / "smoke.yaml").read_text())
+    edit(config)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = snakemake(tmp_path, "-n", "--configfile", str(path), check=False)
+    assert out.returncode != 0
+    for word in words:
+        assert word in out.stdout + out.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_every_rule_has_a_log():
+    for rules in (ROOT / "workflow" / "rules").glob("*.smk"):
+        text = rules.read_text()
+        assert text.count("\nrule ") == text.count("    log:"), rules.name

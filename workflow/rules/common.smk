@@ -1,0 +1,53 @@
+# Shared helpers: paths, the sampler grid and JSON arguments. Config errors surface here, before any job runs.
+import json
+import sys
+from pathlib import Path
+
+from sbd_core.samplers import NTP, expand_samplers
+
+PY = sys.executable
+RUN = f"results/{config['run']}"
+TASKS = config["tasks"]
+MODELS = list(config["models"])
+OBJECTIVES = config["finetune"]["objectives"]
+try:
+    SAMPLERS = expand_samplers(config["decode"]["samplers"])
+except ValueError as err:
+    raise WorkflowError(f"config error: {err}") from None
+if NTP not in SAMPLERS:
+    raise WorkflowError("config error: decode.samplers must include {solver: ntp} (the NTP baseline every speedup is measured against)")
+RUNTIME = config["runtime"]
+GPU = 1 if RUNTIME["device"].startswith("cuda") else 0
+PAPER_TABLE = Path(config["report"]["paper_table"])
+if not PAPER_TABLE.is_absolute() and not PAPER_TABLE.exists():
+    PAPER_TABLE = Path(workflow.basedir) / PAPER_TABLE  # shipped with the workflow, whatever the working directory
+
+
+def arg(obj):
+    """A JSON command-line argument (quoted by the rule with :q)."""
+    return json.dumps(obj, sort_keys=True)
+
+
+def runs():
+    """(model, objective, sampler) of every decode run: the NTP arm with NTP decoding, the SBD arm with every sampler."""
+    out = []
+    for model in MODELS:
+        for objective in OBJECTIVES:
+            samplers = [NTP] if objective == "ntp" else list(SAMPLERS)
+            out += [(model, objective, sampler) for sampler in samplers]
+    return out
+
+
+SCORE_FILES = [f"{RUN}/scores/{m}/{o}/{s}/{t}.json" for m, o, s in runs() for t in TASKS]
+REPORT_DIR = f"{RUN}/report"
+REPORT_FILES = (
+    [f"{REPORT_DIR}/{name}" for name in ("summary.csv", "table1.csv", "table1.md", "table1.tex", "report.md")]
+    + [f"{REPORT_DIR}/speedup_{t}.{ext}" for t in TASKS for ext in ("png", "pdf")]
+)
+
+
+wildcard_constraints:
+    model="|".join(MODELS),
+    objective="ntp|sbd",
+    sampler="[A-Za-z0-9._+-]+",
+    task="|".join(TASKS),

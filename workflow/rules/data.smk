@@ -1,0 +1,14 @@
+rule data:
+    output:
+        directory(f"{RUN}/data"),
+    params:
+        tasks=" ".join(TASKS),
+        train=config["data"]["train_per_task"],
+        valid=config["data"]["valid_per_task"],
+        test=config["data"]["test_per_task"],
+        seed=config["seed"],
+    log:
+        f"{RUN}/logs/data.log",
+    shell:
+        "{PY} -m sbd_core data --tasks {params.tasks} --train-per-task {params.train}"
+        " --valid-per-task {params.valid} --test-per-task {params.test} --seed {params.seed} --out {output} > {log} 2>&1"

@@ -1,0 +1,25 @@
+def finetune_spec():
+    spec = dict(config["finetune"])
+    spec.pop("objectives")
+    return spec
+
+
+rule finetune:
+    input:
+        base=f"{RUN}/models/{{model}}/base",
+        data=f"{RUN}/data",
+    output:
+        directory(f"{RUN}/models/{{model}}/{{objective}}"),
+    params:
+        spec=arg(finetune_spec()),
+        runtime=arg({"device": RUNTIME["device"], "dtype": RUNTIME["dtype"]}),
+        checkpoints=lambda wc: f"{RUN}/checkpoints/{wc.model}/{wc.objective}",
+    threads: RUNTIME["threads"]
+    resources:
+        gpu=GPU,
+    log:
+        f"{RUN}/logs/finetune/{{model}}/{{objective}}.log",
+    shell:
+        "{PY} -m sbd_core --threads {threads} finetune --base {input.base} --data {input.data}"
+        " --objective {wildcards.objective} --spec {params.spec:q} --runtime {params.runtime:q}"
+        " --out {output} --checkpoints {params.checkpoints} > {log} 2>&1"

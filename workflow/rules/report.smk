@@ -1,0 +1,17 @@
+rule report:
+    input:
+        SCORE_FILES,
+    output:
+        report(f"{REPORT_DIR}/summary.csv", category="Tables", caption="../report/summary.rst"),
+        report(f"{REPORT_DIR}/table1.csv", category="Tables", caption="../report/table1.rst"),
+        f"{REPORT_DIR}/table1.md",
+        f"{REPORT_DIR}/table1.tex",
+        f"{REPORT_DIR}/report.md",
+        [report(f"{REPORT_DIR}/speedup_{t}.png", category="Figures", caption="../report/speedup.rst") for t in TASKS],
+        [f"{REPORT_DIR}/speedup_{t}.pdf" for t in TASKS],
+    params:
+        paper=str(PAPER_TABLE),
+    log:
+        f"{RUN}/logs/report.log",
+    shell:
+        "{PY} -m sbd_core report --scores {input} --paper-table {params.paper} --out {REPORT_DIR} > {log} 2>&1"
