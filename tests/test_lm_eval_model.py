@@ -2,6 +2,7 @@
 score_math (stored generations scored by lm-eval, from another CWD)."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -254,3 +255,15 @@ def test_simple_evaluate_with_sbd_model_string(ckpt, lm, tmp_path):
     ref = BlockDecoder(lm.model, lm.tokenizer, config, get_solver("eb", gamma=0.1)).generate(prompts)
     assert [s["resps"][0][0] for s in samples] == [g.text for g in ref]
     assert res["results"][TASK_NAME]["exact_match,extract"] == 0.0  # random weights never write "#### N"
+
+
+def test_lm_eval_command_line_runs_the_sbd_model(ckpt, tmp_path):
+    problems = get_task("math").make_problems("test", 2, 0)
+    write_math_task(problems, tmp_path / "tasks")
+    cmd = [sys.executable, "-m", "sbd_core.evaluation.lm_eval_cli", "run", "--model", "sbd",
+           "--model_args", f"pretrained={ckpt},solver=eb,gamma=0.1,block_size=4,max_gen_toks=8",
+           "--tasks", TASK_NAME, "--include_path", str(tmp_path / "tasks"), "--output_path", str(tmp_path / "out")]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, **OFFLINE})
+    assert out.returncode == 0, out.stderr[-2000:]
+    results = list((tmp_path / "out").rglob("results*.json"))
+    assert results and json.loads(results[0].read_text())["results"][TASK_NAME]["exact_match,extract"] == 0.0

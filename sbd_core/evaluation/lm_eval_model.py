@@ -109,6 +109,15 @@ def _resolve_dtype(dtype):
     return value
 
 
+def _available_device(device) -> str:
+    """``device``, or the CPU (with a warning) when lm-eval's CLI default ``cuda`` names a device this host lacks."""
+    device = str(device or "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        logging.getLogger(__name__).warning("device %r requested but CUDA is not available; using the CPU", device)
+        return "cpu"
+    return device
+
+
 def _stop_strings(until) -> tuple[str, ...]:
     """Normalise a request's ``until`` (None, a string or a list of strings); empty strings are dropped."""
     if until is None:
@@ -188,7 +197,7 @@ class SBDLM(LM):
             path, dtype=_resolve_dtype(dtype), attn_implementation="sdpa", trust_remote_code=trust_remote_code
         )
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-        return model.to(device).eval(), tokenizer
+        return model.to(_available_device(device)).eval(), tokenizer
 
     # ------------------------------------------------------------------------------------------ properties
     @property
