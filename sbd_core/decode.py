@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 from tqdm.auto import tqdm
+from transformers import DynamicCache
 
 from .mask_token import mask_token_id
 from .masking import backend_mask
@@ -87,6 +88,12 @@ class _Batch:
     finish_time: list[float]
     gen_len: int = 0  # tokens of the generation committed so far (same for all slots)
     start: float = field(default_factory=time.perf_counter)
+
+    @classmethod
+    def new(cls, prompt_len: torch.Tensor, prompt_valid: torch.Tensor) -> "_Batch":
+        n = len(prompt_len)
+        return cls(list(range(n)), prompt_len, prompt_valid, [[] for _ in range(n)], [0] * n, [False] * n, [0] * n,
+                   [""] * n, [0.0] * n)
 
 
 class BlockDecoder:
@@ -159,14 +166,8 @@ class BlockDecoder:
         for r, p in enumerate(prompt_ids):
             padded[r, width - len(p) :] = torch.tensor(p, device=device)
             valid[r, width - len(p) :] = True
-        lengths = torch.tensor([len(p) for p in prompt_ids], device=device)
-        empty = [[] for _ in range(n)]
-        st = _Batch(list(range(n)), lengths, valid, [list(e) for e in empty], [0] * n, [False] * n, [0] * n,
-                    [""] * n, [0.0] * n)
-        from transformers import DynamicCache
-
         self.cache = DynamicCache(config=self.model.config)
-        return st, padded
+        return _Batch.new(torch.tensor([len(p) for p in prompt_ids], device=device), valid), padded
 
     def _max_new(self, st: _Batch) -> int:
         room = self.config.max_new_tokens
