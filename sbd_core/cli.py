@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from . import pipeline
+from . import pipeline, report
 
 
 def _json(text: str):
@@ -74,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("report", help="tables and figures from score files")
     s.add_argument("--scores", type=Path, nargs="+", required=True)
-    s.add_argument("--paper-table", type=Path, default=None)
+    s.add_argument("--paper-table", type=Path, default=report.DEFAULT_PAPER_TABLE)
     s.add_argument("--out", type=Path, required=True)
     return p
 

@@ -1,4 +1,4 @@
-"""Small file helpers: atomic JSON / JSON-lines writes and a JSON-lines reader.
+"""Small file helpers: atomic bytes / text / JSON / JSON-lines writes and a JSON-lines reader.
 
 Atomic means a reader sees either the old file or the complete new one, never a half-written file: the
 data goes to a temporary file in the destination directory, is fsync'ed, and then replaces the target
@@ -13,7 +13,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-__all__ = ["write_text_atomic", "write_json_atomic", "write_jsonl_atomic", "iter_jsonl", "read_jsonl"]
+__all__ = [
+    "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "write_jsonl_atomic", "iter_jsonl", "read_jsonl",
+]
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -30,14 +32,14 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_text_atomic(text: str, path: str | os.PathLike) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` atomically; create parent directories; return the path."""
+def write_bytes_atomic(data: bytes, path: str | os.PathLike) -> Path:
+    """Write ``data`` to ``path`` atomically; create parent directories; return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_name, path)
@@ -49,6 +51,11 @@ def write_text_atomic(text: str, path: str | os.PathLike) -> Path:
         raise
     _fsync_dir(path.parent)
     return path
+
+
+def write_text_atomic(text: str, path: str | os.PathLike) -> Path:
+    """Write ``text`` (UTF-8, newlines as given) to ``path`` atomically; create parent directories; return the path."""
+    return write_bytes_atomic(text.encode("utf-8"), path)
 
 
 def write_json_atomic(obj: Any, path: str | os.PathLike, indent: int | None = 2) -> Path:

@@ -6,16 +6,20 @@ import json
 import logging
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from sbd_core import report
+from sbd_core import cli, report
 from sbd_core.report import (
-    FIG_DPI, FIG_SIZE_IN, ScoreFileError, load_paper_table, load_scores, main, paper_table_display, png_size,
-    summarize, table1, write_report,
+    DEFAULT_PAPER_TABLE, FIG_DPI, FIG_SIZE_IN, ScoreFileError, load_paper_table, load_scores, paper_table_display,
+    png_size, summarize, table1, write_report,
 )
+
+REPO = Path(__file__).resolve().parents[1]
 
 MODEL = "tiny"
 # (objective, sampler, solver name, params, {task: (accuracy, total_nfe)}); total_tokens is 1000 for every run.
@@ -189,15 +193,34 @@ def test_paper_table_numbers():
     assert disp.iloc[12]["Sampling"] == "SBD (\u03b3_low)" and disp.iloc[12]["GSM8K"] == "90.1 (2.77x)"
 
 
-def test_cli_scores_dir(score_paths, tmp_path, capsys):
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    """Run ``python -m sbd_core report ...`` from the repository root."""
+    cmd = [sys.executable, "-m", "sbd_core", "--no-progress", "report", *args]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_cli_report(score_paths, tmp_path):
+    paper = tmp_path / "paper.csv"
+    paper.write_text(DEFAULT_PAPER_TABLE.read_text())
     out = tmp_path / "cli_out"
-    assert main(["--scores-dir", str(score_paths[0].parent), "--out", str(out)]) == 0
-    assert (out / "table1.md").is_file() and "table1.md" in capsys.readouterr().out
-    bad = tmp_path / "bad"
-    bad.mkdir()
-    (bad / "x.json").write_text("[]")
-    assert main(["--scores-dir", str(bad), "--out", str(tmp_path / "o2")]) == 2
-    assert "x.json" in capsys.readouterr().err
+    proc = run_cli("--scores", *map(str, score_paths), "--out", str(out), "--paper-table", str(paper))
+    assert proc.returncode == 0, proc.stderr
+    for name in ("summary.csv", "table1.md", "table1.tex", "paper_table1.md", "speedup_math.png", "report.md"):
+        assert (out / name).is_file(), name
+    assert "90.1 (2.77x)" in (out / "paper_table1.md").read_text()
+    bad = tmp_path / "broken_score.json"
+    bad.write_text("[]")
+    out2 = tmp_path / "cli_bad"
+    proc = run_cli("--scores", *map(str, score_paths), str(bad), "--out", str(out2), "--paper-table", str(paper))
+    assert proc.returncode != 0
+    assert "ScoreFileError" in proc.stderr and "broken_score.json" in proc.stderr
+    assert not out2.exists() or not any(out2.iterdir())
+
+
+def test_cli_default_paper_table(score_paths, tmp_path):
+    out = tmp_path / "cli_default"
+    assert cli.main(["report", "--scores", *map(str, score_paths), "--out", str(out)]) == 0
+    assert "90.1 (2.77x)" in (out / "paper_table1.md").read_text()
 
 
 def test_latex_escape():

@@ -1,0 +1,54 @@
+"""Benchmark report: score JSON files -> summary CSV, Table-1 style tables, speed/accuracy figures and report.md.
+
+Speedup conventions (SBD_SPEC section 3.2):
+
+* ``nfe_speedup`` is reading (b): total NFE of the NTP baseline run (objective ``ntp``, sampler ``ntp``, same model and
+  task) divided by the row's total NFE.  It is NaN (with a logged warning) when the baseline is missing.
+* ``tokens_per_forward`` is reading (a): total generated tokens / total NFE of the row itself.
+* The Table-1 "mean speedup" column is the arithmetic mean of the per-task speedups, as in the paper.
+
+Modules: ``scores`` (load/validate score files, ``summarize``), ``tables`` (Table 1, the paper's table, markdown/LaTeX),
+``figures`` (matplotlib figures), ``build`` (``build_report`` / ``write_report``).  The names below are re-exported
+lazily, so ``sbd_core.report.DEFAULT_PAPER_TABLE`` (used by the CLI's defaults) needs neither pandas nor matplotlib,
+which are the optional ``report`` extra.
+
+Usage::
+
+    python -m sbd_core report --scores results/scores/*.json --out results/report
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+#: Default location of the paper's Table 1 (repository checkout layout: <repo>/results/paper/table1.csv).
+DEFAULT_PAPER_TABLE = Path(__file__).resolve().parents[2] / "results" / "paper" / "table1.csv"
+
+#: Re-exported name -> submodule defining it.
+_EXPORTS = {
+    **dict.fromkeys(
+        ["ScoreFileError", "REQUIRED_KEYS", "OBJECTIVES", "KEY_COLUMNS", "SUMMARY_COLUMNS", "load_scores", "summarize",
+         "solver_family"], "scores"),
+    **dict.fromkeys(
+        ["DASH", "FAMILY_ORDER", "PAPER_BENCHMARKS", "format_cell", "table1", "load_paper_table", "paper_table_display",
+         "to_markdown", "to_latex", "latex_escape"], "tables"),
+    **dict.fromkeys(["FIG_SIZE_IN", "FIG_DPI", "png_size"], "figures"),
+    **dict.fromkeys(["SYNTHETIC_NOTE", "build_report", "write_report"], "build"),
+}
+
+__all__ = ["DEFAULT_PAPER_TABLE", *_EXPORTS]
+
+
+def __getattr__(name: str):
+    """Import the submodule defining ``name`` on first access (PEP 562) and cache the value here."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,0 +1,87 @@
+"""Figures: accuracy vs NFE speedup per task (PNG and PDF, rendered in memory), and a PNG size reader."""
+
+from __future__ import annotations
+
+import io
+import re
+import struct
+
+import pandas as pd
+
+from .tables import _family_rank
+
+#: Figure geometry; PNGs come out FIG_SIZE_IN * FIG_DPI pixels.
+FIG_SIZE_IN = (6.4, 4.8)
+FIG_DPI = 100
+
+
+def _safe_name(task: str) -> str:
+    """File-name-safe version of a task name."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", task)
+
+
+def _figure_bytes(summary: pd.DataFrame, task: str) -> dict[str, bytes]:
+    """Draw accuracy (%) vs NFE speedup for one task; return {'png': ..., 'pdf': ...} file contents."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    data = summary[summary["task"] == task]
+    models = sorted(data["model"].unique())
+    multi = len(models) > 1
+    fig = Figure(figsize=FIG_SIZE_IN, dpi=FIG_DPI)
+    ax = fig.add_subplot(1, 1, 1)
+    markers = "osD^vP<>X"
+    for model in models:
+        sub = data[data["model"] == model]
+        prefix = f"{model}: " if multi else ""
+        _plot_families(ax, sub, prefix, markers)
+        _plot_reference_points(ax, sub, prefix)
+    ax.set_xlabel("NFE speedup vs NTP baseline (x)")
+    ax.set_ylabel("Accuracy (%)")
+    ax.set_title(f"{task}: accuracy vs NFE speedup")
+    ax.grid(True, alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    out = {}
+    for fmt in ("png", "pdf"):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=FIG_DPI)
+        out[fmt] = buf.getvalue()
+    return out
+
+
+def _plot_families(ax, sub: pd.DataFrame, prefix: str, markers: str) -> None:
+    """One line+markers curve per non-NTP solver family, points sorted by speedup."""
+    fams = sorted(set(sub.loc[sub["sampler"] != "ntp", "solver_family"]), key=_family_rank)
+    for f_idx, fam in enumerate(fams):
+        pts = sub[(sub["solver_family"] == fam) & (sub["sampler"] != "ntp")].dropna(subset=["nfe_speedup"])
+        pts = pts.sort_values("nfe_speedup")
+        if pts.empty:
+            continue
+        ax.plot(pts["nfe_speedup"], 100 * pts["accuracy"], marker=markers[f_idx % len(markers)],
+                linestyle="-", label=f"{prefix}SBD model, {fam}")
+        for x, y in zip(pts["nfe_speedup"], 100 * pts["accuracy"]):
+            ax.annotate(f"{x:.2f}x", (x, y), textcoords="offset points", xytext=(3, 4), fontsize=7)
+
+
+def _plot_reference_points(ax, sub: pd.DataFrame, prefix: str) -> None:
+    """Mark the NTP arm (black star) and the SBD model decoded with NTP sampling (hollow diamond)."""
+    ntp = sub[(sub["objective"] == "ntp") & (sub["sampler"] == "ntp")]
+    if not ntp.empty:
+        ax.plot(ntp["nfe_speedup"].fillna(1.0), 100 * ntp["accuracy"], linestyle="none", marker="*", markersize=14,
+                color="black", label=f"{prefix}NTP model")
+    sbd_ntp = sub[(sub["objective"] == "sbd") & (sub["sampler"] == "ntp")]
+    if not sbd_ntp.empty:
+        ax.plot(sbd_ntp["nfe_speedup"].fillna(1.0), 100 * sbd_ntp["accuracy"], linestyle="none", marker="D",
+                markersize=9, markerfacecolor="none", markeredgecolor="tab:red", markeredgewidth=1.5,
+                label=f"{prefix}SBD model, NTP sampling")
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """Return (width, height) of PNG bytes; raise ValueError if they are not a PNG."""
+    if len(data) < 24 or data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
+        raise ValueError("not a PNG image")
+    return struct.unpack(">II", data[16:24])
