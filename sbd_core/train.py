@@ -63,19 +63,19 @@ def tokenize_examples(tokenizer, pairs, max_length: int) -> list[dict]:
         t = tokenizer(target, add_special_tokens=False)["input_ids"]
         bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
         ids = (bos + p + t + [tokenizer.eos_token_id])[:max_length]
-        rows.append({"ids": ids, "target": ([0] * (len(bos) + len(p)) + [1] * (len(t) + 1))[:max_length]})
+        rows.append({"input_ids": ids, "target": ([0] * (len(bos) + len(p)) + [1] * (len(t) + 1))[:max_length]})
     return rows
 
 
 def pad_rows(rows: list[dict], pad_token_id: int) -> dict:
     """Collate tokenized rows: right-pad ids, document id -1 on padding, the target mask."""
-    width = max(len(r["ids"]) for r in rows)
+    width = max(len(r["input_ids"]) for r in rows)
     seq = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
     docs = torch.full((len(rows), width), -1, dtype=torch.long)
     target = torch.zeros((len(rows), width), dtype=torch.long)
     for i, r in enumerate(rows):
-        seq[i, : len(r["ids"])] = torch.tensor(r["ids"])
-        docs[i, : len(r["ids"])] = 0
+        seq[i, : len(r["input_ids"])] = torch.tensor(r["input_ids"])
+        docs[i, : len(r["input_ids"])] = 0
         target[i, : len(r["target"])] = torch.tensor(r["target"])
     return {"sequence": seq, "doc_ids": docs, "target": target}
 
@@ -174,6 +174,7 @@ def training_arguments(config: TrainConfig, checkpoint_dir: Path, progress: bool
         bf16=config.bf16,
         report_to="none",
         remove_unused_columns=False,
+        train_sampling_strategy="group_by_length",  # batches of similar lengths: far less padding
         dataloader_num_workers=0,
         dataloader_pin_memory=False,
         disable_tqdm=not progress,

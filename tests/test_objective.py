@@ -46,7 +46,7 @@ def test_a_few_sbd_steps_lower_ntp_and_matp_loss(tokenizer, tmp_path):
     setup_mask_token(tokenizer, model)
     pairs = [(f"{a}+{b}=", f"{a + b}") for a in range(10, 30) for b in range(10, 14)]
     rows = tokenize_examples(tokenizer, pairs, max_length=32)
-    probe = build_batch(torch.tensor([r["ids"][:9] for r in rows[:32]]), "sbd", 3, 4,
+    probe = build_batch(torch.tensor([r["input_ids"][:9] for r in rows[:32]]), "sbd", 3, 4,
                         generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         before = compute_loss(model, probe)
