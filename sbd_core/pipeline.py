@@ -25,16 +25,26 @@ log = logging.getLogger("sbd_core")
 
 
 # --------------------------------------------------------------------------------------------------------------- data
-def run_data(tasks: list[str], train_per_task: int, valid_per_task: int, test_per_task: int, seed: int,
+def per_task(count: int | dict, tasks: list[str]) -> dict[str, int]:
+    """One count for every task, or a ``{task: count}`` mapping that must name every task."""
+    if isinstance(count, int):
+        return {name: count for name in tasks}
+    missing = sorted(set(tasks) - set(count))
+    if missing:
+        raise ValueError(f"train_per_task gives no count for task(s) {missing}; give one integer or one per task")
+    return {name: int(count[name]) for name in tasks}
+
+
+def run_data(tasks: list[str], train_per_task: int | dict, valid_per_task: int, test_per_task: int, seed: int,
              out_dir: Path) -> None:
     """Synthetic train/valid (prompt, target) rows for all tasks and held-out test problems per task."""
     out_dir = Path(out_dir)
-    for split, n in (("train", train_per_task), ("valid", valid_per_task)):
+    for split, counts in (("train", per_task(train_per_task, tasks)), ("valid", per_task(valid_per_task, tasks))):
         rows = []
         for name in tasks:
             task = get_task(name)
             rows += [{"task": name, "task_id": p["task_id"], "prompt": task.prompt_text(p), "target": task.target_text(p)}
-                     for p in task.make_problems(split, n, seed)]
+                     for p in task.make_problems(split, counts[name], seed)]
         write_jsonl_atomic(rows, out_dir / f"{split}.jsonl")
     for name in tasks:
         write_jsonl_atomic(get_task(name).make_problems("test", test_per_task, seed), out_dir / f"{name}_test.jsonl")

@@ -28,6 +28,11 @@ def arg(obj):
     return json.dumps(obj, sort_keys=True)
 
 
+def per_task_arg(count):
+    """The data stage's --train-per-task value: N, or TASK=N for each task (sorted, so params compare stably)."""
+    return str(count) if isinstance(count, int) else " ".join(f"{k}={v}" for k, v in sorted(count.items()))
+
+
 def runs():
     """(model, objective, sampler) of every decode run: the NTP arm with NTP decoding, the SBD arm with every sampler."""
     out = []

@@ -3,7 +3,7 @@ rule data:
         directory(f"{RUN}/data"),
     params:
         tasks=" ".join(TASKS),
-        train=config["data"]["train_per_task"],
+        train=per_task_arg(config["data"]["train_per_task"]),
         valid=config["data"]["valid_per_task"],
         test=config["data"]["test_per_task"],
         seed=config["seed"],

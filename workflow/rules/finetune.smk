@@ -14,7 +14,7 @@ rule finetune:
         spec=arg(finetune_spec()),
         runtime=arg({"device": RUNTIME["device"], "dtype": RUNTIME["dtype"]}),
         checkpoints=lambda wc: f"{RUN}/checkpoints/{wc.model}/{wc.objective}",
-    threads: RUNTIME["threads"]
+    threads: max(1, RUNTIME["threads"] // len(OBJECTIVES))  # the arms train side by side
     resources:
         gpu=GPU,
     log:
