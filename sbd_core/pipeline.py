@@ -70,9 +70,14 @@ def train_config(objective: str, spec: dict):
     return TrainConfig(objective=objective, **spec)
 
 
-def _fresh_checkpoints(checkpoint_dir: Path, settings: dict) -> None:
-    """Drop checkpoints left by a run with other settings: resuming is only valid for the same run."""
-    fingerprint = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
+def _file_digest(path: Path) -> str | None:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest() if Path(path).exists() else None
+
+
+def _fresh_checkpoints(checkpoint_dir: Path, settings: dict, inputs: list[Path]) -> None:
+    """Drop checkpoints left by a run with other settings or inputs: resuming is only valid for the same run."""
+    stamp_of = {"settings": settings, "inputs": {str(p): _file_digest(p) for p in inputs}}
+    fingerprint = hashlib.sha256(json.dumps(stamp_of, sort_keys=True, default=str).encode()).hexdigest()
     stamp = checkpoint_dir / "settings.sha256"
     if checkpoint_dir.exists() and (not stamp.exists() or stamp.read_text() != fingerprint):
         log.warning("checkpoints in %s come from other settings; starting fresh", checkpoint_dir)
@@ -81,13 +86,16 @@ def _fresh_checkpoints(checkpoint_dir: Path, settings: dict) -> None:
     stamp.write_text(fingerprint)
 
 
-def _train_and_save(model, tokenizer, objective, spec, data_dir, out_dir, checkpoint_dir, stage, settings, progress):
+def _train_and_save(model, tokenizer, objective, spec, data_dir, out_dir, checkpoint_dir, stage, settings, progress,
+                    base_dir=None):
     from .train import tokenize_examples, train
 
     config = train_config(objective, spec)
     torch.manual_seed(config.seed)
     checkpoint_dir = Path(checkpoint_dir)
-    _fresh_checkpoints(checkpoint_dir, settings)
+    # the base's provenance changes whenever it is remade (hashing 16 GB of weights would not be cheap)
+    inputs = [Path(data_dir) / "train.jsonl"] + ([Path(base_dir) / "provenance.json"] if base_dir else [])
+    _fresh_checkpoints(checkpoint_dir, settings, inputs)
     rows = tokenize_examples(tokenizer, training_pairs(data_dir), config.max_length)
     log_path = checkpoint_dir / "train_log.jsonl"
     summary = train(model, tokenizer, rows, config, checkpoint_dir, log_path, progress=progress)
@@ -147,7 +155,7 @@ def run_finetune(base_dir: Path, data_dir: Path, objective: str, spec: dict, out
     setup_mask_token(tokenizer, model, allow_resize=allow_resize)  # both arms: identical models apart from the loss
     settings = {"objective": objective, "finetune": spec, "base": str(base_dir)}
     _train_and_save(model, tokenizer, objective, spec, data_dir, out_dir, checkpoint_dir, "finetune", settings,
-                    progress)
+                    progress, base_dir=base_dir)
 
 
 # --------------------------------------------------------------------------------------------------------------- decode
