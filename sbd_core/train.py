@@ -174,7 +174,6 @@ def training_arguments(config: TrainConfig, checkpoint_dir: Path, progress: bool
         bf16=config.bf16,
         report_to="none",
         remove_unused_columns=False,
-        train_sampling_strategy="group_by_length",  # batches of similar lengths: far less padding
         dataloader_num_workers=0,
         dataloader_pin_memory=False,
         disable_tqdm=not progress,
