@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -42,8 +43,8 @@ def hardware() -> dict:
     """CPU, thread count and accelerator of this process."""
     import torch
 
-    info = {"platform": platform.platform(), "python": sys.version.split()[0], "cpu_count": torch.get_num_threads(),
-            "machine": platform.machine(), "cuda": torch.cuda.is_available()}
+    info = {"platform": platform.platform(), "python": sys.version.split()[0], "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(), "machine": platform.machine(), "cuda": torch.cuda.is_available()}
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     return info
