@@ -110,9 +110,7 @@ def main(argv=None) -> int:
         pipeline.run_score(args.task, args.data, args.generations, args.out, args.names, args.work_dir,
                            args.code_settings)
     elif args.stage == "report":
-        from .report import write_report
-
-        write_report(args.scores, args.out, paper_table=args.paper_table)
+        pipeline.run_report(args.scores, args.out, args.paper_table)
     return 0
 
 

@@ -229,3 +229,13 @@ def run_score(task_name: str, data_dir: Path, generations: Path, out_path: Path,
              "solver": first["solver"], "block_size": first["block_size"], "per_problem": result["per_problem"],
              "provenance": provenance("score", {"generations": str(generations), **names})}
     write_json_atomic(score, out_path)
+
+
+# --------------------------------------------------------------------------------------------------------------- report
+def run_report(scores: list[Path], out_dir: Path, paper_table: Path | None) -> None:
+    """Tables and figures from score files only (never recomputes), with the run's provenance beside them."""
+    from .report import write_report
+
+    write_report(scores, out_dir, paper_table=paper_table)
+    settings = {"scores": [str(p) for p in scores], "paper_table": str(paper_table)}
+    write_json_atomic(provenance("report", settings), Path(out_dir) / "provenance.json")

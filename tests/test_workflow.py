@@ -60,6 +60,7 @@ def test_whole_dag_produces_report_and_sane_summary(smoke):
         else:  # four tokens per forward unless a stop lands inside a block
             assert 1.0 < float(r["tokens_per_forward"]) <= 4.0 and float(r["nfe_speedup"]) > 1.0
     assert "Llama-3.1 8B" in (report / "paper_table1.md").read_text()
+    assert len(json.loads((report / "provenance.json").read_text())["settings"]["scores"]) == 6
 
 
 def test_outputs_record_provenance(smoke):

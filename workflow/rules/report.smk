@@ -7,6 +7,7 @@ rule report:
         f"{REPORT_DIR}/table1.md",
         f"{REPORT_DIR}/table1.tex",
         f"{REPORT_DIR}/report.md",
+        f"{REPORT_DIR}/provenance.json",
         [report(f"{REPORT_DIR}/speedup_{t}.png", category="Figures", caption="../report/speedup.rst") for t in TASKS],
         [f"{REPORT_DIR}/speedup_{t}.pdf" for t in TASKS],
     params:
