@@ -46,7 +46,8 @@ def runs():
 SCORE_FILES = [f"{RUN}/scores/{m}/{o}/{s}/{t}.json" for m, o, s in runs() for t in TASKS]
 REPORT_DIR = f"{RUN}/report"
 REPORT_FILES = (
-    [f"{REPORT_DIR}/{name}" for name in ("summary.csv", "table1.csv", "table1.md", "table1.tex", "report.md")]
+    [f"{REPORT_DIR}/{name}" for name in ("summary.csv", "table1.csv", "table1.md", "table1.tex", "report.md",
+                                          "provenance.json")]
     + [f"{REPORT_DIR}/speedup_{t}.{ext}" for t in TASKS for ext in ("png", "pdf")]
 )
 
