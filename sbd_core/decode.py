@@ -176,7 +176,7 @@ class BlockDecoder:
         return room
 
     # ----------------------------------------------------------------------------------------------- forwards
-    def _forward(self, st: _Batch, ids, positions, allowed, keep_logits: int):
+    def _forward(self, ids, positions, allowed, keep_logits: int):
         """One forward over new tokens ``ids`` on top of the cache; ``allowed`` is [slots, q, cached + q] bool."""
         allowed = allowed.unsqueeze(1)
         out = self.model(
@@ -208,7 +208,7 @@ class BlockDecoder:
         causal = (idx[None, :] <= idx[:, None])[None] & valid[:, None, :]
         # a pad query keeps itself: a fully masked row could put NaN into the cache on some kernels
         allowed = causal | torch.eye(width, dtype=torch.bool, device=padded.device)[None]
-        self._forward(st, padded, positions, allowed, keep_logits=1)
+        self._forward(padded, positions, allowed, keep_logits=1)
 
     def _block_forward(self, st: _Batch, block, prev):
         """Feed ``[prev (causal) | block (bidirectional)]``; crop the block off the cache; return the block's logits."""
@@ -221,7 +221,7 @@ class BlockDecoder:
         allowed = cols[None, :] <= (cached + torch.arange(q, device=fed.device))[:, None]
         allowed[n_prev:] = True  # block queries see every key: cache, re-fed block and the whole block
         allowed = allowed[None] & self._keys_valid(st, cached + q)[:, None, :]
-        logits = self._forward(st, fed, positions, allowed, keep_logits=block.shape[1])
+        logits = self._forward(fed, positions, allowed, keep_logits=block.shape[1])
         self.cache.crop(-block.shape[1])
         return logits
 
@@ -242,8 +242,7 @@ class BlockDecoder:
                 self._after_forward(st, block, masked, active, max_new)
                 first = False
             st.gen_len += length
-            prev = block
-            prev = self._drop_finished(st, prev)
+            prev = self._drop_finished(st, block)
 
     def _decode_ntp(self, st: _Batch, padded: torch.Tensor, max_new: int) -> None:
         self._prefill(st, padded[:, :-1])
@@ -252,9 +251,10 @@ class BlockDecoder:
             cached = self.cache.get_seq_length()
             positions = st.prompt_len[:, None] - 1 + st.gen_len
             allowed = self._keys_valid(st, cached + 1)[:, None, :]
-            logits = self._forward(st, token, positions, allowed, keep_logits=1)
+            logits = self._forward(token, positions, allowed, keep_logits=1)
             masked = torch.ones(len(st.rows), 1, dtype=torch.bool, device=padded.device)
             _, token = self.solver(logits, masked)
+            # the single new position is revealed in every row: nothing stays masked
             self._after_forward(st, token, ~masked, [True] * len(st.rows), max_new)
             st.gen_len += 1
             token = self._drop_finished(st, token)
