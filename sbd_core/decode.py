@@ -274,24 +274,21 @@ class BlockDecoder:
                 st.finish_time[row] = time.perf_counter() - st.start
 
     def _check_stop(self, st: _Batch, row: int, new: list[int], max_new: int) -> bool:
+        """Extend the row's revealed prefix by ``new``; stop at the first stop string, EOS or the length cap."""
         tokens = st.tokens[row]
         start = len(tokens)
         tokens.extend(new)
-        for i, t in enumerate(new):
-            if t in self.eos:
-                return self._stop(st, row, start + i + 1, "eos", stop_scan_end=start + i)
-        if self._stop_window and self._find_stop(tokens, start) is not None:
-            return self._stop(st, row, self._find_stop(tokens, start), "stop_string")
-        if len(tokens) >= max_new:
-            return self._stop(st, row, max_new, "length")
-        return False
-
-    def _stop(self, st: _Batch, row: int, keep: int, reason: str, stop_scan_end: int | None = None) -> bool:
-        # a stop string that ends before the EOS wins over the EOS
-        if reason == "eos" and self._stop_window:
-            earlier = self._find_stop(st.tokens[row][:stop_scan_end], 0)
-            if earlier is not None:
-                keep, reason = earlier, "stop_string"
+        eos = next((start + i for i, t in enumerate(new) if t in self.eos), None)
+        scan_end = len(tokens) if eos is None else eos  # a stop string ending before the EOS wins
+        found = self._find_stop(tokens[:scan_end], start) if self._stop_window else None
+        if found is not None:
+            keep, reason = found, "stop_string"
+        elif eos is not None:
+            keep, reason = eos + 1, "eos"
+        elif len(tokens) >= max_new:
+            keep, reason = max_new, "length"
+        else:
+            return False
         st.done[row], st.keep[row], st.reason[row] = True, keep, reason
         return True
 
@@ -325,10 +322,15 @@ class BlockDecoder:
             st.finish_time[row] = time.perf_counter() - st.start
         ids = st.tokens[row][: st.keep[row]]
         body = ids[:-1] if st.reason[row] == "eos" else ids
-        text = self.tokenizer.decode(body)
-        for s in self.config.stop_strings:
-            text = text.split(s, 1)[0]
+        text = cut_at_stop(self.tokenizer.decode(body), self.config.stop_strings)
         return Generation(text, ids, st.nfe[row], st.reason[row], st.finish_time[row])
+
+
+def cut_at_stop(text: str, stop_strings) -> str:
+    """``text`` up to (not including) the first occurrence of any stop string."""
+    for stop in stop_strings:
+        text = text.split(stop, 1)[0]
+    return text
 
 
 def generate(model, tokenizer, prompts, config: DecodeConfig | None = None, solver=None, progress=False):

@@ -5,8 +5,8 @@ The paper only says "a special mask token m" (SBD_SPEC §1.4). Our reading, in o
 2. an unused reserved special token (Llama-3.1: ``<|reserved_special_token_0|>`` and up; the lowest-numbered one that
    exists is taken), so no embedding row changes meaning and nothing is resized;
 3. a new token ``<|sbd_mask|>`` added to the tokenizer. When the embedding matrix already has spare rows beyond the
-   tokenizer (Qwen-3: 151,669 tokens, 151,936 rows) the new id lands in a spare row and nothing is resized; otherwise the
-   embeddings are resized, which must be allowed explicitly (``allow_resize``).
+   tokenizer (Qwen-3 pads its matrix past its vocabulary) the new id lands in a spare row and nothing is resized;
+   otherwise the embeddings are resized, which must be allowed explicitly (``allow_resize``).
 The chosen id is stored as ``sbd_mask_token_id`` in the model config, so it is saved with every checkpoint and the
 decoder finds it with :func:`mask_token_id`.
 """

@@ -88,13 +88,11 @@ def test_packed_documents_do_not_attend_to_each_other(tokenizer):
                         generator=torch.Generator().manual_seed(6))
     assert batch.position_ids[0, :12].tolist() == [0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5, 6]
     assert batch.labels[0, 4] == IGNORE_INDEX  # no NTP target across the document boundary
-    second_alone = build_batch(seq[:, 5:], "sbd", mask_token_id=3, block_size=4)
     base = logits_of(model, batch)
     changed = batch.input_ids.clone()
     changed[0, 0] += 1  # first document's first token
     moved = (logits_of(model, type(batch)(**{**batch.__dict__, "input_ids": changed})) - base).abs().amax(-1)[0]
     assert moved[5:12].max() < 1e-6  # the second document's clean tokens never see the first
-    assert second_alone.half == 7
     # the second document's clean half equals running it alone
     alone = model(input_ids=seq[:, 5:12]).logits
     assert torch.allclose(base[:, 5:12], alone, atol=1e-5)

@@ -25,7 +25,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
-from sbd_core.decode import BlockDecoder, DecodeConfig
+from sbd_core.decode import BlockDecoder, DecodeConfig, cut_at_stop
 from sbd_core.io_utils import read_jsonl
 from sbd_core.mask_token import mask_token_id
 from sbd_core.solvers import describe_solvers, get_solver
@@ -127,13 +127,6 @@ def _stop_strings(until) -> tuple[str, ...]:
     if not isinstance(until, (list, tuple)) or not all(isinstance(s, str) for s in until):
         raise ValueError(f"'until' must be a string or a list of strings, got {until!r}")
     return tuple(s for s in until if s)
-
-
-def _cut(text: str, stops: tuple[str, ...]) -> str:
-    """``text`` up to (not including) the first occurrence of any stop string."""
-    for s in stops:
-        text = text.split(s, 1)[0]
-    return text
 
 
 # --------------------------------------------------------------------------------------------- SBD model
@@ -376,7 +369,7 @@ class ReplayLM(LM):
                 f"{len(missing)} of {len(requests)} prompts have no stored completion in {self.path}; "
                 f"first missing prompt: {missing[0]!r}"
             )
-        return [_cut(self.completions[req.args[0]], _stop_strings((req.args[1] or {}).get("until")))
+        return [cut_at_stop(self.completions[req.args[0]], _stop_strings((req.args[1] or {}).get("until")))
                 for req in requests]
 
     def loglikelihood(self, requests, disable_tqdm: bool = False):
