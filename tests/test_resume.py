@@ -4,8 +4,6 @@ import json
 
 import pytest
 import torch
-from transformers import TrainerCallback
-
 from conftest import char_tokenizer, tiny_model
 from sbd_core import pipeline
 from sbd_core.mask_token import setup_mask_token
@@ -16,13 +14,13 @@ class Killed(Exception):
     pass
 
 
-class KillAt(TrainerCallback):
+class KillAt:
     def __init__(self, step):
         self.step = step
 
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            raise Killed(f"killed at step {state.global_step}")
+    def __call__(self, step, record):
+        if step == self.step:
+            raise Killed(f"killed at step {step}")
 
 
 def fresh_model():
