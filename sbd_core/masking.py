@@ -169,7 +169,10 @@ def flex_block_mask(batch: SBDBatch):
             allowed = sbd_allowed(q_idx, kv_idx, n, k)
         return (allowed & (docs[b, q_idx] == docs[b, kv_idx])) | (q_idx == kv_idx)
 
-    return create_block_mask(mask_mod, B=docs.shape[0], H=None, Q_LEN=length, KV_LEN=length, device=docs.device)
+    # compiled, the mask is built block by block; uncompiled, torch materialises every (query, key) pair, which at the
+    # doubled 32k row (65,536^2) needs tens of GB. On CPU (tests, short rows) the uncompiled path avoids a compile.
+    return create_block_mask(mask_mod, B=docs.shape[0], H=None, Q_LEN=length, KV_LEN=length, device=docs.device,
+                             _compile=docs.device.type == "cuda")
 
 
 def backend_mask(model, allowed: torch.Tensor) -> torch.Tensor:

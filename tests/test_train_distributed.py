@@ -1,8 +1,8 @@
 """The fine-tune on 2 CPU processes (torchrun, gloo, FSDP2-sharded) through the same launcher as on GPUs: same losses as
 1 process at the same global batch, and a checkpoint written by 2 processes resumes in 1 process to the same losses.
 
-Tolerance: 2e-4 on every logged loss. Both runs are fp32 and see the same rows, block sizes and noise; they differ
-only in float summation order (sharded gradient reduction, split batches), which moves losses by ~1e-6 per step.
+Tolerance: 1e-5 on every logged loss. Both runs are fp32 and see the same rows, block sizes and noise; they differ
+only in float summation order (sharded gradient reduction, split batches): measured differences are <= 5e-7.
 """
 
 import json
@@ -18,7 +18,7 @@ from sbd_core.train import TrainConfig, train
 from sbd_core.training_data import MixSpec, build
 
 pytestmark = pytest.mark.slow
-TOL = 2e-4
+TOL = 1e-5
 SETTINGS = dict(max_steps=6, learning_rate=3e-3, warmup_steps=1, save_steps=3, logging_steps=1, max_length=96,
                 loss_on_prompt=False, seed=3)
 
