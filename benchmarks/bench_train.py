@@ -3,7 +3,8 @@
 Each measurement is the engine's own optimizer step (:func:`sbd_core.train.train_step`: layout, forward, backward,
 clip, AdamW) on a random Llama-shaped model over packed rows of random tokens (documents of ``--doc-tokens``), fp32
 master weights, bf16 compute on GPU. Reported: median step time over ``--repeats`` after one warm-up step (which also
-compiles FlexAttention), tokens/s (row tokens, before the SBD doubling), and SBD/NTP per attention backend.
+compiles FlexAttention), tokens/s (row tokens, before the SBD doubling), and SBD/NTP per attention backend, by wall
+time and by this process's CPU time (the steadier clock on a shared CPU machine).
 
 With ``--layers 1 2`` (two depths) it also fits step time = fixed + layers x per_layer and extrapolates to
 ``--target-layers`` (Llama-3.1 8B: 32) for :func:`sbd_core.cost.finetune_cost`. Prints tables, then ONE JSON line last.
@@ -69,7 +70,7 @@ def step_ms(args, layers: int, objective: str, attention: str, runtime: Runtime)
     """Median wall time of one optimizer step and of building its attention mask (ms), after one warm-up step;
     peak GPU memory (GiB). An out-of-memory step is reported, not raised."""
     model, optimizer, scheduler, source, config = build(args, layers, objective, attention, runtime)
-    times, mask_times = [], []
+    times, cpu_times, mask_times = [], [], []
     if runtime.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     try:
@@ -80,10 +81,11 @@ def step_ms(args, layers: int, objective: str, attention: str, runtime: Runtime)
             attention_mask_for(model, batches[0].to(runtime.device))
             sync(runtime.device)
             mask_times.append((time.perf_counter() - start) * 1000)
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             train_step(model, optimizer, scheduler, batches, config, runtime)
             sync(runtime.device)
             times.append((time.perf_counter() - start) * 1000)
+            cpu_times.append((time.process_time() - cpu_start) * 1000)
     except torch.OutOfMemoryError as err:
         return {"step_ms": None, "error": f"out of memory: {str(err)[:200]}"}
     finally:
@@ -91,7 +93,8 @@ def step_ms(args, layers: int, objective: str, attention: str, runtime: Runtime)
         if runtime.device.type == "cuda":
             torch.cuda.empty_cache()
     peak = torch.cuda.max_memory_allocated() / 2**30 if runtime.device.type == "cuda" else None
-    return {"step_ms": statistics.median(times[1:]), "mask_ms": statistics.median(mask_times[1:]), "peak_gib": peak}
+    return {"step_ms": statistics.median(times[1:]), "process_cpu_ms": statistics.median(cpu_times[1:]),
+            "mask_ms": statistics.median(mask_times[1:]), "peak_gib": peak}
 
 
 def fit_layers(points: dict[int, float], target: int) -> dict:
@@ -133,8 +136,10 @@ def main() -> None:
     ms = {key: value["step_ms"] for key, value in results.items()}
     for attention in args.attention:
         for layers in args.layers:
-            sbd, ntp = ms[f"{attention}/sbd/{layers}"], ms[f"{attention}/ntp/{layers}"]
-            summary["sbd_over_ntp"][f"{attention}/{layers}"] = sbd / ntp if sbd and ntp else None
+            sbd, ntp = results[f"{attention}/sbd/{layers}"], results[f"{attention}/ntp/{layers}"]
+            for clock in ("step_ms", "process_cpu_ms"):
+                ratio = sbd[clock] / ntp[clock] if sbd.get(clock) and ntp.get(clock) else None
+                summary["sbd_over_ntp"][f"{attention}/{layers}/{clock}"] = ratio
         for objective in ("ntp", "sbd"):
             points = {n: ms[f"{attention}/{objective}/{n}"] for n in args.layers}
             if len(points) >= 2 and all(points.values()):

@@ -39,3 +39,20 @@ def finetune_cost(row_tokens_per_s_per_gpu: float, steps: int = 34_000, tokens_p
                    "overhead": overhead}
     return FinetuneCost(tokens=tokens, gpu_hours=gpu_seconds / 3600, wall_hours=gpu_seconds / 3600 / gpus,
                         assumptions=assumptions)
+
+
+def analytic_row_tokens_per_s(matmul_params: float, layers: int, hidden: int, row_tokens: int, objective: str,
+                              peak_flops: float = 989e12, mfu: float = 0.4, recompute: bool = True) -> float:
+    """A FLOP-count stand-in for a measured per-GPU throughput (row tokens/s), when no GPU run is at hand.
+
+    ``matmul_params``: weights in matrix products per token (all but the embedding lookup; Llama-3.1 8B: 7.5e9).
+    Forward FLOPs per model token = 2 x matmul_params + 4 x hidden x layers x (keys attended, on average row/2 for a
+    causal row and also for SBD's block-sparse noised half). SBD runs 2 model tokens per row token (clean + noised).
+    Training = 3 forwards (4 with activation ``recompute``). ``mfu``: the fraction of ``peak_flops`` (H100/H200 dense
+    bf16: 989e12) a well-tuned FSDP run reaches; 0.4 is typical for long-context training, not measured here.
+    """
+    if objective not in ("ntp", "sbd"):
+        raise ValueError(f"objective must be 'ntp' or 'sbd', got {objective!r}")
+    model_tokens = 2 if objective == "sbd" else 1
+    forward = model_tokens * (2 * matmul_params + 4 * hidden * layers * row_tokens / 2)
+    return mfu * peak_flops / ((4 if recompute else 3) * forward)

@@ -50,17 +50,15 @@ class Runtime:
 def init_runtime(device: str | None = None) -> Runtime:
     """Join the process group ``torchrun`` describes (if any) and pick this process's device.
 
-    ``device``: ``"cuda"``, ``"cpu"`` or None (CUDA when available). Several processes on one machine each take GPU
-    ``LOCAL_RANK``. Without ``WORLD_SIZE`` > 1 no process group is created.
+    ``device``: ``"cuda"``, ``"cuda:N"``, ``"cpu"`` or None (CUDA when available). Under torchrun each process on a
+    machine takes GPU ``LOCAL_RANK``. Without ``WORLD_SIZE`` > 1 no process group is created.
     """
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    kind = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if kind == "cuda":
-        local = int(os.environ.get("LOCAL_RANK", "0"))
-        torch.cuda.set_device(local)
-        dev = torch.device("cuda", local)
-    else:
-        dev = torch.device(kind)
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if dev.type == "cuda":
+        if dev.index is None or world > 1:
+            dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(dev)
     if world > 1 and not dist.is_initialized():
         dist.init_process_group(backend="nccl" if dev.type == "cuda" else "gloo", device_id=dev if dev.type == "cuda" else None)
     rank = dist.get_rank() if dist.is_initialized() else 0

@@ -103,7 +103,6 @@ def worker(request: dict) -> dict:
 
     runtime = distributed.init_runtime(request.get("device"))
     config = TrainConfig(objective=request["objective"], **request["train"])
-    torch_seed(config.seed)
     model, tokenizer = checkpoint.load(request["base"], dtype="float32")
     base_config = json.loads((Path(request["base"]) / "config.json").read_text())
     base_dtype = base_config.get("dtype") or base_config.get("torch_dtype") or "float32"
@@ -113,7 +112,7 @@ def worker(request: dict) -> dict:
     log_path = checkpoints / "train_log.jsonl"
     summary = train(model, tokenizer, rows, config, checkpoints, log_path, progress=runtime.is_main,
                     runtime=runtime, stop_at=request.get("stop_after_steps"))
-    state = distributed.full_state_dict(model, runtime)
+    state = distributed.full_state_dict(model, runtime) if summary["finished"] else None  # all processes gather
     if summary["finished"] and runtime.is_main:
         extra = {**request.get("extra_files", {}), "train_summary.json": summary}
         dtype = base_dtype if base_dtype in checkpoint.DTYPES else "float32"
@@ -122,12 +121,6 @@ def worker(request: dict) -> dict:
         shutil.rmtree(checkpoints)  # the finished model replaces the resume state
     distributed.barrier(runtime)
     return summary
-
-
-def torch_seed(seed: int) -> None:
-    import torch
-
-    torch.manual_seed(seed)
 
 
 def main(argv=None) -> int:

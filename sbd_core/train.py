@@ -277,7 +277,10 @@ class LogWindow:
     """Collects the steps between two log lines and turns them into one ``train_log.jsonl`` record."""
 
     def __init__(self):
-        self.steps, self.sums, self.clock = [], torch.zeros(5, dtype=torch.float64), time.perf_counter()
+        self.reset()
+
+    def reset(self) -> None:
+        self.steps, self.sums, self.clock, self.last = [], torch.zeros(5, dtype=torch.float64), time.perf_counter(), {}
 
     def add(self, result: dict) -> None:
         s = result["sums"]
@@ -292,7 +295,7 @@ class LogWindow:
                   "matp_loss": float(s[2] / s[3]) if s[3] else math.nan,
                   "learning_rate": self.last["learning_rate"], "grad_norm": self.last["grad_norm"],
                   "tokens_per_s": float(s[4]) / max(now - self.clock, 1e-9), "epoch": epoch}
-        self.__init__()
+        self.reset()
         return {k: v for k, v in record.items() if not (isinstance(v, float) and math.isnan(v))}
 
 
@@ -332,7 +335,7 @@ def train(model, tokenizer, rows, config: TrainConfig, checkpoint_dir: Path, log
 
     from .mask_token import mask_token_id
 
-    runtime = runtime or distributed.init_runtime()
+    runtime = runtime or distributed.init_runtime(str(next(model.parameters()).device))
     checkpoint_dir, log_path = Path(checkpoint_dir), Path(log_path)
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     mask_id = mask_token_id(model) if config.objective == "sbd" else None
