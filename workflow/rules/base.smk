@@ -11,6 +11,8 @@ rule base:
         gpu=GPU,
     log:
         f"{RUN}/logs/base/{{model}}.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} -m sbd_core --threads {threads} base --model-spec {params.spec:q} --data {input.data}"
+        "python -m sbd_core --threads {threads} base --model-spec {params.spec:q} --data {input.data}"
         " --out {output} --checkpoints {params.checkpoints} > {log} 2>&1"

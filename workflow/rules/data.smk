@@ -9,6 +9,8 @@ rule data:
         seed=config["seed"],
     log:
         f"{RUN}/logs/data.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} -m sbd_core data --tasks {params.tasks} --train-per-task {params.train}"
+        "python -m sbd_core data --tasks {params.tasks} --train-per-task {params.train}"
         " --valid-per-task {params.valid} --test-per-task {params.test} --seed {params.seed} --out {output} > {log} 2>&1"

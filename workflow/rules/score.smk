@@ -12,7 +12,9 @@ rule score:
     threads: 1
     log:
         f"{RUN}/logs/score/{{model}}/{{objective}}/{{sampler}}/{{task}}.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} -m sbd_core score --task {wildcards.task} --data {input.data} --generations {input.generations}"
+        "python -m sbd_core score --task {wildcards.task} --data {input.data} --generations {input.generations}"
         " --names {params.names:q} --code-settings {params.code:q} --work-dir {params.work}"
         " --out {output} > {log} 2>&1"
