@@ -57,3 +57,19 @@ def test_workflow_lints_clean(tmp_path):
     out = snakemake(tmp_path, "--lint")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "Lints for" not in out.stdout + out.stderr
+
+
+def _keys(node):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield key
+            yield from _keys(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _keys(value)
+
+
+def test_schema_holds_no_defaults():
+    """Defaults live in the stages' typed settings only (one home), never also in the schema."""
+    schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    assert "default" not in set(_keys(schema))

@@ -6,9 +6,9 @@ rule base:
     params:
         spec=lambda wc: arg(config["models"][wc.model]),
         checkpoints=lambda wc: f"{RUN}/checkpoints/{wc.model}/base",
-    threads: RUNTIME["threads"]
+    threads: RUNTIME.threads
     resources:
-        gpu=GPU,
+        gpu=RUNTIME.gpus,
     log:
         f"{RUN}/logs/base/{{model}}.log",
     conda:

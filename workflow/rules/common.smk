@@ -7,6 +7,7 @@ from pathlib import Path
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from sbd_core.samplers import NTP, expand_samplers
+from sbd_core.settings import RuntimeSettings, from_section
 
 RUN = f"results/{config['run']}"
 TASKS = config["tasks"]
@@ -20,9 +21,11 @@ if NTP not in SAMPLERS:
     raise WorkflowError(
         "config error: decode.samplers must include {solver: ntp} (the NTP baseline every speedup is measured against)"
     )
-RUNTIME = config["runtime"]
-GPU = 1 if RUNTIME["device"].startswith("cuda") else 0
-PAPER_TABLE = Path(config["report"]["paper_table"])
+try:
+    RUNTIME = from_section(RuntimeSettings, config.get("runtime"), "runtime")
+except ValueError as err:
+    raise WorkflowError(f"config error: {err}") from None
+PAPER_TABLE = Path(config.get("report", {}).get("paper_table", "results/paper/table1.csv"))
 if not PAPER_TABLE.is_absolute() and not PAPER_TABLE.exists():
     PAPER_TABLE = Path(workflow.basedir) / PAPER_TABLE  # shipped with the workflow, whatever the working directory
 CONDA_ENV = "../../environment.yml"  # the same environment as `conda env create -f environment.yml`
@@ -38,14 +41,9 @@ def arg(obj):
     return json.dumps(obj, sort_keys=True)
 
 
-def per_task_arg(count):
-    """The data stage's --train-per-task value: N, or TASK=N for each task (sorted, so params compare stably)."""
-    return str(count) if isinstance(count, int) else " ".join(f"{k}={v}" for k, v in sorted(count.items()))
-
-
 def section(name, drop=()):
-    """A config section without the keys the workflow itself consumes (those are not stage settings)."""
-    return {k: v for k, v in config[name].items() if k not in drop}
+    """A config section (empty when absent) without the keys the workflow itself consumes."""
+    return {k: v for k, v in config.get(name, {}).items() if k not in drop}
 
 
 def runs():

@@ -8,10 +8,10 @@ rule decode:
     params:
         sampler=lambda wc: arg(SAMPLERS[wc.sampler]),
         decode=arg(section("decode", drop=("samplers",))),
-        runtime=arg({"device": RUNTIME["device"], "dtype": RUNTIME["dtype"]}),
+        runtime=arg({"device": RUNTIME.device, "dtype": RUNTIME.dtype}),
     threads: 1
     resources:
-        gpu=GPU,
+        gpu=RUNTIME.gpus,
     log:
         f"{RUN}/logs/decode/{{model}}/{{objective}}/{{sampler}}/{{task}}.log",
     conda:

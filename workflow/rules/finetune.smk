@@ -6,11 +6,11 @@ rule finetune:
         directory(f"{RUN}/models/{{model}}/{{objective}}"),
     params:
         spec=arg(section("finetune", drop=("objectives",))),
-        runtime=arg({"device": RUNTIME["device"], "dtype": RUNTIME["dtype"]}),
+        runtime=arg({"device": RUNTIME.device, "dtype": RUNTIME.dtype}),
         checkpoints=lambda wc: f"{RUN}/checkpoints/{wc.model}/{wc.objective}",
-    threads: max(1, RUNTIME["threads"] // len(OBJECTIVES))  # the arms train side by side
+    threads: max(1, RUNTIME.threads // len(OBJECTIVES))  # the arms train side by side
     resources:
-        gpu=GPU,
+        gpu=RUNTIME.gpus,
     log:
         f"{RUN}/logs/finetune/{{model}}/{{objective}}.log",
     conda:

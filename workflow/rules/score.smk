@@ -7,7 +7,7 @@ rule score:
         f"{RUN}/scores/{{model}}/{{objective}}/{{sampler}}/{{task}}.json",
     params:
         names=lambda wc: arg({"model": wc.model, "objective": wc.objective, "sampler": wc.sampler}),
-        code=arg(config["score"]["code"]),
+        code=arg(section("score").get("code", {})),
         work=lambda wc: f"{RUN}/tmp/score/{wc.model}/{wc.objective}/{wc.sampler}/{wc.task}",
     threads: 1
     log:
