@@ -45,8 +45,8 @@ def _add_new_token(tokenizer, model, allow_resize: bool) -> int:
     if len(tokenizer) >= rows and not allow_resize:
         raise ValueError(
             f"the tokenizer has no mask token and no unused reserved special token, and its {len(tokenizer)} tokens fill "
-            f"all {rows} embedding rows; pass allow_resize=True (config: mask_token.allow_resize) to add {NEW_MASK_TOKEN} "
-            "and resize the embeddings"
+            f"all {rows} embedding rows; pass allow_resize=True (config: finetune.allow_resize: true) to add "
+            f"{NEW_MASK_TOKEN} and resize the embeddings"
         )
     tokenizer.add_special_tokens({"additional_special_tokens": [NEW_MASK_TOKEN]})
     token_id = tokenizer.convert_tokens_to_ids(NEW_MASK_TOKEN)
