@@ -59,9 +59,9 @@ def mask_token_id(model, required: bool = True) -> int | None:
     """The mask token id recorded in ``model.config`` by :func:`setup_mask_token`; if absent, a clear error (or None
     when not ``required``)."""
     value = getattr(model.config, CONFIG_KEY, None)
-    if value is None and not required:
-        return None
     if value is None:
+        if not required:
+            return None
         raise ValueError(
             f"model config has no {CONFIG_KEY}: this checkpoint was not prepared for SBD (run setup_mask_token before "
             "training, or decode it in NTP mode)"

@@ -107,6 +107,7 @@ def check_sbd_path(model, prompts, gens, calls, block_size, max_new, eos, exclud
         rows = [r for r in rows if final[r] is None]
     assert not pending, f"{len(pending)} solver calls after the last block"
     for r, gen in enumerate(gens):
+        assert final[r] is not None, f"row {r} never met the stop rule"
         stop = _stop_index(final[r], eos, max_new)
         assert gen.token_ids == final[r][:stop], f"row {r}: returned tokens"
         assert gen.nfe == nfe[r], f"row {r}: NFE {gen.nfe}, reference {nfe[r]}"
@@ -122,17 +123,13 @@ def _stop_index(prefix: list[int], eos, max_new: int) -> int | None:
 
 
 def check_greedy_path(ours: list[int], our_logits: torch.Tensor, ref: list[int], ref_scores: torch.Tensor,
-                      atol: float = ATOL, bound: float = TIE_BOUND) -> int:
-    """Check greedy NTP tokens and per-step logits [T,V] against ``model.generate`` (its processed ``scores``).
-
-    Returns the number of steps compared: all of them, or up to the first token that differs, which is allowed only
-    where generate's top-2 gap is below ``bound``.
-    """
+                      atol: float = ATOL, bound: float = TIE_BOUND) -> None:
+    """Check greedy NTP tokens and per-step logits [T,V] against ``model.generate`` (its processed ``scores``): equal
+    at every step, or up to a first differing token where generate's top-2 gap is below ``bound``."""
     for t, (a, b) in enumerate(zip(ours, ref)):
         _close(our_logits[t], ref_scores[t].float().cpu(), atol, f"step {t}")
         if a != b:
             gap = top2_gap(ref_scores[t])
             assert gap < bound, f"step {t}: token {a}, generate chose {b} with a top-2 gap of {gap:.2e} >= {bound}"
-            return t
+            return
     assert len(ours) == len(ref), f"{len(ours)} tokens, generate gave {len(ref)}"
-    return len(ours)

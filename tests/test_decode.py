@@ -1,4 +1,4 @@
-"""Block decoder: the decoder's own path against a slow reference, exact cache, NTP vs generate, scripted NFE accounting,
+"""Block decoder: its own path against a slow reference, exact cache, NTP vs generate, scripted NFE accounting,
 excluded tokens, bad input. Comparisons with a second code path never depend on near-tied scores (see oracles.py)."""
 
 import pytest
@@ -28,7 +28,7 @@ def eos_that_splits_the_batch(gens, block_size):
 def test_sbd_decoder_follows_slow_reference(sbd_model, tokenizer, solver):
     ids = [tokenizer(p)["input_ids"] for p in PROMPTS]
     free = BlockDecoder(sbd_model, tokenizer, DecodeConfig(block_size=4, max_new_tokens=11, eos_token_ids=()), solver)
-    eos = (eos_that_splits_the_batch(free.decode_batch(ids), 4),)  # rows leave the batch (and the cache) at different blocks
+    eos = (eos_that_splits_the_batch(free.decode_batch(ids), 4),)  # rows leave the batch and cache at different blocks
     recorder = RecordingSolver(solver)
     decoder = BlockDecoder(sbd_model, tokenizer, DecodeConfig(block_size=4, max_new_tokens=11, eos_token_ids=eos),
                            recorder)
@@ -113,6 +113,15 @@ class ScriptedModel(torch.nn.Module):
                 logits[b, i, self.script(p)] = strength
         out.logits = logits
         return out
+
+
+def test_generate_batches_by_length_and_keeps_input_order(sbd_model, tokenizer):
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    model = ScriptedModel(sbd_model, lambda p: tokenizer.convert_tokens_to_ids(letters[p % 26]), shift=0)
+    lengths = (7, 2, 5, 3, 9)  # unsorted; batches of two are formed by length
+    config = DecodeConfig(block_size=4, max_new_tokens=6, eos_token_ids=(), batch_size=2)
+    out = generate(model, tokenizer, [[5] * n for n in lengths], config, get_solver("topk", n=2))
+    assert [g.text for g in out] == [letters[n:n + 6] for n in lengths]  # token at position p is letters[p]
 
 
 def test_nfe_accounting_on_scripted_logits(sbd_model, tokenizer):

@@ -3,8 +3,9 @@
 * ``SBDLM`` (registered as ``"sbd"``) loads a checkpoint and answers ``generate_until`` requests with SBD block
   decoding, or NTP decoding with ``solver=ntp`` (``mode=ntp`` says the same). Sampler parameters come through
   lm-eval's ``model_args`` string, e.g. ``"pretrained=/ckpt,solver=eb,gamma=0.1,block_size=4"``; they are converted to
-  the types of the sampler's defaults (``describe_samplers()``), the vocabulary of the workflow config. ``loglikelihood`` / ``loglikelihood_rolling`` score with the plain causal NTP logits
-  (SBD eq. 9a): one teacher-forced forward, no mask tokens.
+  the types of the sampler's defaults (``describe_samplers()``, the vocabulary of the workflow config).
+  ``loglikelihood`` / ``loglikelihood_rolling`` score with the plain causal NTP logits (SBD eq. 9a): one
+  teacher-forced forward, no mask tokens.
 * ``ReplayLM`` (registered as ``"sbd-replay"``) answers ``generate_until`` from a JSON-lines file of stored
   ``{"prompt", "completion"}`` records, so stored generations are scored by lm-eval without decoding again.
 
