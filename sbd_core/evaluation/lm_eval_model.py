@@ -1,10 +1,11 @@
 """lm-eval 0.4.13 model adapters: ``sbd`` (decode with :class:`~sbd_core.decode.BlockDecoder`) and ``sbd-replay``.
 
 * ``SBDLM`` (registered as ``"sbd"``) loads a checkpoint and answers ``generate_until`` requests with SBD block
-  decoding (or NTP decoding, ``mode="ntp"``). Solver parameters come through lm-eval's ``model_args`` string, e.g.
-  ``"pretrained=/ckpt,solver=eb,gamma=0.1,block_size=4"``; they are converted to the types of the solver's defaults
-  (``describe_solvers()``). ``loglikelihood`` / ``loglikelihood_rolling`` score with the plain causal NTP logits
-  (SBD eq. 9a): one teacher-forced forward, no mask tokens.
+  decoding, or NTP decoding with ``solver=ntp`` (``mode=ntp`` says the same). Sampler parameters come through
+  lm-eval's ``model_args`` string, e.g. ``"pretrained=/ckpt,solver=eb,gamma=0.1,block_size=4"``; they are converted to
+  the types of the sampler's defaults (``describe_samplers()``, the vocabulary of the workflow config).
+  ``loglikelihood`` / ``loglikelihood_rolling`` score with the plain causal NTP logits (SBD eq. 9a): one
+  teacher-forced forward, no mask tokens.
 * ``ReplayLM`` (registered as ``"sbd-replay"``) answers ``generate_until`` from a JSON-lines file of stored
   ``{"prompt", "completion"}`` records, so stored generations are scored by lm-eval without decoding again.
 
@@ -28,12 +29,11 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from sbd_core.decode import BlockDecoder, DecodeConfig, cut_at_stop
 from sbd_core.io_utils import read_jsonl
 from sbd_core.mask_token import mask_token_id
-from sbd_core.solvers import describe_solvers, get_solver
+from sbd_core.samplers import build_solver, describe_samplers, sampler_name, sampler_spec
 
 __all__ = ["SBDLM", "ReplayLM", "MissingGenerationError", "coerce_solver_params"]
 
 log = logging.getLogger(__name__)
-NTP_PARAMS = ("temperature", "seed")  # the only solver parameters that mean something in NTP mode
 _HANDLED_GEN_KWARGS = ("until", "max_gen_toks", "do_sample", "temperature")
 
 
@@ -80,12 +80,12 @@ def _to_str(key: str, value) -> str:
 
 
 def coerce_solver_params(solver: str, params: dict) -> dict:
-    """Convert solver parameters (often strings from ``model_args``) to the types of the solver's defaults.
+    """Convert sampler parameters (often strings from ``model_args``) to the types of the sampler's defaults.
 
-    Raises ValueError for an unknown solver, an unknown parameter (naming the allowed ones) or a value that does not
-    convert. Range checks are left to :func:`sbd_core.solvers.get_solver`.
+    ``solver`` is ``ntp`` or a solver name. Raises ValueError for an unknown name, an unknown parameter (naming the
+    allowed ones) or a value that does not convert. Range checks are left to :func:`sbd_core.samplers.sampler_spec`.
     """
-    table = describe_solvers()
+    table = describe_samplers()
     if solver not in table:
         raise ValueError(f"unknown solver {solver!r}; valid names: {sorted(table)}")
     defaults = table[solver]["params"]
@@ -137,8 +137,8 @@ class SBDLM(LM):
     def __init__(
         self,
         pretrained: str,
-        mode: str = "sbd",
-        solver: str = "eb",
+        mode: str | None = None,
+        solver: str | None = None,
         block_size: int = 16,
         batch_size: int = 8,
         max_gen_toks: int = 256,
@@ -150,35 +150,27 @@ class SBDLM(LM):
         max_batch_size: int | None = None,  # passed by simple_evaluate; unused
         **solver_params,
     ):
-        """Load ``pretrained`` and build the solver; ``solver_params`` are the solver's (string or typed) settings."""
+        """Load ``pretrained`` and build the sampler: ``solver`` is ``ntp`` or a block solver (default ``eb``; ``mode``
+        may say ``ntp`` or ``sbd`` too, see :func:`sbd_core.samplers.sampler_name`); ``solver_params`` are its (string
+        or typed) settings."""
         super().__init__()
-        if mode not in ("sbd", "ntp"):
-            raise ValueError(f"mode must be 'sbd' or 'ntp', got {mode!r}")
-        self.mode = mode
+        name = sampler_name(mode, solver)
+        self.sampler = sampler_spec(name, **coerce_solver_params(name, solver_params))
+        self.mode = self.sampler["mode"]
+        self.solver = build_solver(self.sampler)
         self.block_size = _to_int("block_size", block_size)
         self.batch_size = _to_int("batch_size", batch_size)
         self.max_gen_toks = _to_int("max_gen_toks", max_gen_toks)
         self.add_special_tokens = bool(add_special_tokens)
-        self.solver_name, self.solver = self._build_solver(mode, solver, solver_params)
-        DecodeConfig(mode=mode, block_size=self.block_size, max_new_tokens=self.max_gen_toks,
+        DecodeConfig(mode=self.mode, block_size=self.block_size, max_new_tokens=self.max_gen_toks,
                      batch_size=self.batch_size)  # validates the numbers before the (slow) model load
         self.model, self.tokenizer = self._load(pretrained, device, dtype, bool(trust_remote_code))
-        if mode == "sbd":
+        if self.mode == "sbd":
             mask_token_id(self.model)  # fail now, not at the first request, when the checkpoint has no mask token
         self._device = self.model.device
         self._max_length = None if max_length is None else _to_int("max_length", max_length)
         self.last_stats: list[dict] = []
         self._warned: set[tuple] = set()  # ignored gen_kwargs already reported
-
-    @staticmethod
-    def _build_solver(mode: str, solver: str, params: dict):
-        """(solver name or None, Solver). NTP mode takes only temperature/seed and decodes with top-1 reveals."""
-        if mode == "sbd":
-            return solver, get_solver(solver, **coerce_solver_params(solver, params))
-        extra = sorted(set(params) - set(NTP_PARAMS))
-        if extra:
-            raise ValueError(f"mode='ntp' uses no solver rule; only {NTP_PARAMS} apply, got {extra}")
-        return None, get_solver("topk", **coerce_solver_params("topk", {"n": 1, **params}))
 
     @staticmethod
     def _load(pretrained, device, dtype, trust_remote_code):
