@@ -11,7 +11,7 @@ import pytest
 
 from conftest import char_tokenizer
 from sbd_core.benchmarks import (BENCHMARKS, ID_KEY, PAPER_COLUMNS, THINKING_OFF, THINKING_ON, BenchmarkUnavailable,
-                                 add_special_tokens_for, get_benchmark, read_generations)
+                                 add_special_tokens_for, describe_benchmarks, get_benchmark, read_generations)
 from sbd_core.benchmarks.chat import render_chat
 from sbd_core.benchmarks.lm_eval_hooks import final_answer_text, math_answer, math_verify_results
 from sbd_core.tasks import get_task
@@ -47,6 +47,14 @@ def test_registry_is_the_one_list_in_table_1_order():
         get_benchmark("gsm9k")
 
 
+def test_describe_lists_every_benchmark_as_plain_data():
+    table = describe_benchmarks()
+    assert list(table) == list(BENCHMARKS)
+    assert table["lcbv6"]["available"] is False and table["lcbv6"]["reason"]
+    assert table["mbpp_plus"]["defaults"]["max_new_tokens"] == 256 and "parallel" in table["mbpp_plus"]["defaults"]
+    json.dumps(table)
+
+
 def test_importing_the_registry_loads_no_heavy_package():
     code = ("import sys, sbd_core.benchmarks; "
             "print([m for m in ('torch', 'lm_eval', 'evalplus', 'datasets', 'transformers') if m in sys.modules])")
@@ -78,6 +86,7 @@ def test_settings_overrides_and_stops():
     gsm = get_benchmark("gsm8k")
     s = gsm.settings({"max_new_tokens": 64, "limit": 5, "stop_strings": ["\n\n"], "data": "x.jsonl"})
     assert (s.max_new_tokens, s.limit, s.data) == (64, 5, "x.jsonl") and gsm.generation(s) == (64, ("\n\n",))
+    assert gsm.settings({"data": Path("d/x.jsonl")}).data == "d/x.jsonl"
     assert "<|eot_id|>" in gsm.generation(gsm.settings())[1]
     code = get_benchmark("humaneval_plus")
     chat_stops, plain_stops = (code.generation(code.settings({"chat": c}))[1] for c in (True, False))
@@ -98,6 +107,7 @@ def test_settings_overrides_and_stops():
     ("math500", {"chat": False, "system_prompt": "x"}, r"system_prompt applies only with chat: true"),
     ("math", {"chat": True}, r"benchmarks.math.chat must be false"),
     ("code", {"seed": -1}, r"benchmarks.code.seed must be an integer >= 0"),
+    ("code", {"limit": None}, r"benchmarks.code.limit must be an integer >= 1: it is the number of test problems"),
     ("gsm8k", ["limit"], r"benchmarks.gsm8k must be a mapping"),
 ])
 def test_bad_settings_name_the_key_and_the_fix(name, mapping, match):

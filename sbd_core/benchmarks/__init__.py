@@ -22,6 +22,7 @@ scores.
 from __future__ import annotations
 
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -34,8 +35,8 @@ from .lm_eval_task import TASKS_DIR
 from .settings import Settings
 
 __all__ = ["BENCHMARKS", "PAPER_COLUMNS", "ID_KEY", "TASKS_DIR", "THINKING_ON", "THINKING_OFF", "Benchmark",
-           "BenchmarkUnavailable", "Settings", "get_benchmark", "read_generations", "score_file",
-           "add_special_tokens_for"]
+           "BenchmarkUnavailable", "Settings", "describe_benchmarks", "get_benchmark", "read_generations",
+           "score_file", "add_special_tokens_for"]
 
 _ALL: tuple[Benchmark, ...] = (
     math500.BENCHMARK, aime25.BENCHMARK, lcbv6.BENCHMARK, gsm8k.BENCHMARK, humaneval_plus.BENCHMARK,
@@ -51,6 +52,13 @@ def get_benchmark(name: str) -> Benchmark:
     if name not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {name!r}; registered: {sorted(BENCHMARKS)}")
     return BENCHMARKS[name]
+
+
+def describe_benchmarks() -> dict[str, dict]:
+    """What the schema, report and CLI need to list: per benchmark its paper column, group, availability (and why
+    not), data source and default settings."""
+    return {name: {"paper_column": b.paper_column, "group": b.group, "available": b.available, "reason": b.reason,
+                   "source": b.source, "defaults": asdict(b.defaults)} for name, b in BENCHMARKS.items()}
 
 
 def score_file(name: str, generations: str | Path, out: str | Path, data: str | Path | None = None,

@@ -100,4 +100,5 @@ class CodeBenchmark(Benchmark):
         metrics = {k: result[k] for k in ("pass@1_base", "pass@1_plus", "network_isolated", "filesystem_readonly")
                    if k in result}
         per_problem = {i: {**r, "program": programs[i]} for i, r in result["per_problem"].items()}
-        return {"accuracy": result["pass@1_plus"], "metrics": metrics, "n": result["n"], "per_problem": per_problem}
+        return {"accuracy": result["pass@1_plus"], "metrics": metrics, "n": result["n"], "per_problem": per_problem,
+                "evalplus_version": result.get("evalplus_version")}

@@ -34,9 +34,6 @@ class UnavailableBenchmark(Benchmark):
         super().__init__(**kwargs)
         self.reason = reason
 
-    def _source_rows(self, settings):
-        self._check_available()
-
     def load(self, path):
         self._check_available()
 

@@ -1,9 +1,10 @@
 """Benchmarks scored by lm-eval 0.4.13 from a shipped task YAML (``lm_eval_tasks/<task>.yaml``).
 
-The YAML is the one home of the benchmark's protocol: prompt (``doc_to_text``), system prompt (``description``),
-generation settings (``generation_kwargs``), hub dataset and revision, filters and metrics. The module's settings
-defaults are read from it, :meth:`LmEvalBenchmark.prompt` renders its ``doc_to_text`` with lm-eval's own template
-function, and scoring runs lm-eval on it. Hence the same task run outside the DAG,
+The YAML is the one home of the benchmark's protocol: prompt (``doc_to_text``, a function in
+:mod:`sbd_core.benchmarks.lm_eval_hooks`), system prompt (``description``), generation settings
+(``generation_kwargs``), hub dataset and revision, filters and metrics. The benchmark's settings defaults are read
+from it, :meth:`LmEvalBenchmark.prompt` calls its ``doc_to_text`` and renders the chat as lm-eval does, and scoring
+runs lm-eval on it. Hence the same task run outside the DAG,
 
     python -m sbd_core.evaluation.lm_eval_cli run --model sbd --model_args pretrained=CKPT,... \\
         --tasks sbd_gsm8k --include_path sbd_core/benchmarks/lm_eval_tasks --apply_chat_template
@@ -55,7 +56,7 @@ def task_config(task: str) -> dict:
     """The shipped YAML of ``task`` as a dict (``!function`` values as the functions lm-eval calls)."""
     path = TASKS_DIR / f"{task}.yaml"
     with path.open(encoding="utf-8") as handle:
-        return yaml.load(handle, Loader=_TaskLoader)  # noqa: S506 (SafeLoader plus one string-only tag)
+        return yaml.load(handle, Loader=_TaskLoader)  # noqa: S506 (SafeLoader plus !function, on our own files only)
 
 
 def _defaults(task: str) -> Settings:

@@ -22,6 +22,7 @@ data are generated add ``seed``.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -66,6 +67,12 @@ def _text(value: Any) -> str:
     return value
 
 
+def _path(value: Any) -> str:
+    if not isinstance(value, (str, os.PathLike)) or not str(value):
+        raise ValueError("must be a file path")
+    return str(value)
+
+
 def _strings(value: Any) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, (list, tuple)) \
             or not all(isinstance(s, str) and s for s in value):
@@ -86,7 +93,7 @@ class Settings:
     max_new_tokens: int = _setting(_positive_int)
     stop_strings: tuple[str, ...] | None = _setting(_optional(_strings), None)  # None: the prompt mode's default
     limit: int | None = _setting(_optional(_positive_int), None)
-    data: str | None = _setting(_optional(_text), None)
+    data: str | None = _setting(_optional(_path), None)
     chat: bool = _setting(_boolean, True)
     system_prompt: str | None = _setting(_optional(_text), None)
 

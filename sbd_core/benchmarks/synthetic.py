@@ -24,10 +24,14 @@ class _Generated:
     """Plain-text problems from a synthetic task generator (mixed into a benchmark class)."""
 
     def settings(self, mapping=None):
+        """The validated settings; ``chat`` must be false and ``limit`` (the number of test problems) set."""
         settings = super().settings(mapping)
         if settings.chat:
             raise ValueError(f"benchmarks.{self.name}.chat must be false: the synthetic tasks have plain-text prompts "
                              "only (their tiny tokenizer has no chat template)")
+        if settings.limit is None:
+            raise ValueError(f"benchmarks.{self.name}.limit must be an integer >= 1: it is the number of test "
+                             "problems generated")
         return settings
 
     def _source_rows(self, settings) -> list[dict]:
@@ -55,7 +59,8 @@ class SyntheticMath(_Generated, LmEvalBenchmark):
 
 
 class SyntheticCode(_Generated, CodeBenchmark):
-    """Synthetic code: the program is the task's prompt plus the completion, unsanitized (as the task is trained)."""
+    """Synthetic code: the program is the task's prompt plus the completion, unsanitized, as the embedded default has
+    always scored it."""
 
     def program(self, problem: dict, completion: str, settings) -> str:
         return self.prompt(problem, None, settings) + completion

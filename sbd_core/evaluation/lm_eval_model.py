@@ -30,6 +30,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
+from sbd_core.benchmarks.base import problem_id, read_generations
 from sbd_core.benchmarks.chat import add_special_tokens_for, render_chat
 from sbd_core.decode import BlockDecoder, DecodeConfig, cut_at_stop
 from sbd_core.mask_token import mask_token_id
@@ -356,8 +357,6 @@ class MissingGenerationError(KeyError):
 
 def request_id(request) -> str:
     """The problem id of an lm-eval request: its document's id (``sbd_id``, else ``task_id``), else its row index."""
-    from sbd_core.benchmarks.base import problem_id
-
     return problem_id(request.doc or {}, request.doc_id)
 
 
@@ -369,8 +368,6 @@ class ReplayLM(LM):
         """``generations``: a generations file (JSON lines ``{"id", "completion"}``) or a ``{id: completion}``
         mapping. ``batch_size``/``max_batch_size``/``device`` are accepted because ``simple_evaluate`` passes them.
         """
-        from sbd_core.benchmarks.base import read_generations
-
         super().__init__()
         if isinstance(generations, dict):
             self.source, self.completions = "the given completions", dict(generations)
