@@ -139,6 +139,15 @@ def test_fetch_copies_the_local_file_with_limit_and_provenance(tmp_path):
     assert record["settings"]["limit"] == 7 and len(record["sha256"]) == 64
 
 
+def test_offline_download_failure_names_the_data_setting(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    bench = get_benchmark("math500")
+    with pytest.raises(RuntimeError, match=r"could not load HuggingFaceH4/MATH-500@6e4ed1a.*set benchmarks.math500.data"):
+        bench.fetch(bench.settings(), tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
 def test_load_rejects_rows_outside_the_schema(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"question": "q"}) + "\n")
