@@ -2,6 +2,7 @@
 or the code scorer), on real test sets, and its agreement with lm-eval's own run of the same task with the ``sbd``
 model (prompts byte-identical, same metric on the same generations), in-process and from lm-eval's command line."""
 
+import inspect
 import json
 import os
 import subprocess
@@ -14,6 +15,7 @@ from lm_eval.api.instance import Instance
 from conftest import char_tokenizer, tiny_model
 from sbd_core.benchmarks import ID_KEY, get_benchmark, score_file
 from sbd_core.benchmarks.lm_eval_task import metric_name, write_lm_eval_task
+from sbd_core.evaluation import code_eval
 from sbd_core.evaluation.lm_eval_model import MissingGenerationError, ReplayLM
 from sbd_core.tasks import get_task
 from test_benchmarks import CHAT_TEMPLATE, SHARED, needs_data
@@ -259,13 +261,12 @@ def test_lm_eval_command_line_run_agrees_with_the_dag(chat_ckpt, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ code
+SCORER_TAKES_DATASET = "dataset" in inspect.signature(code_eval.evaluate_code).parameters
+
+
 def scorer_with_datasets():
     """The code scorer, adapted while it predates ``dataset=``: today's version scores HumanEval-style ids only."""
-    import inspect
-
-    from sbd_core.evaluation import code_eval
-
-    if "dataset" in inspect.signature(code_eval.evaluate_code).parameters:
+    if SCORER_TAKES_DATASET:
         return code_eval.evaluate_code
     original = code_eval.evaluate_code
 
@@ -280,8 +281,6 @@ def test_code_wrapper_scores_chat_answers_with_the_code_scorer(tmp_path, monkeyp
     """Canonical solutions written as a chat model writes them (a fenced script with an import and chatter) pass;
     the same answers shifted by one problem fail. HumanEval-schema problems of the synthetic code task stand in for
     HumanEval+ (the real copy lacks the plus inputs)."""
-    from sbd_core.evaluation import code_eval
-
     monkeypatch.setattr(code_eval, "evaluate_code", scorer_with_datasets())
     bench = get_benchmark("humaneval_plus")
     problems = bench.problems(get_task("code").make_problems("test", 6, 0), "generated")
@@ -296,9 +295,8 @@ def test_code_wrapper_scores_chat_answers_with_the_code_scorer(tmp_path, monkeyp
 
 
 @needs_data
-@pytest.mark.skipif("dataset" not in __import__("inspect").signature(
-    __import__("sbd_core.evaluation.code_eval", fromlist=["x"]).evaluate_code).parameters,
-    reason="the code scorer with MBPP+ support (evaluate_code(..., dataset=)) has not landed yet")
+@pytest.mark.skipif(not SCORER_TAKES_DATASET,
+                    reason="the code scorer with MBPP+ support (evaluate_code(..., dataset=)) has not landed yet")
 def test_mbpp_plus_canonical_solutions_pass(tmp_path):
     bench = get_benchmark("mbpp_plus")
     problems = bench.load(SHARED / "mbppplus_prerelease.jsonl")[:40]
