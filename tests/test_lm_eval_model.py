@@ -1,5 +1,5 @@
-"""lm-eval adapters: SBDLM (registry, string params, generate_until vs BlockDecoder, NTP scoring) and ReplayLM /
-score_math (stored generations scored by lm-eval, from another CWD)."""
+"""lm-eval adapters: SBDLM (registry, string params, generate_until vs BlockDecoder, NTP scoring, runs through
+lm-eval in-process and from its command line)."""
 
 import json
 import os
@@ -13,8 +13,9 @@ from lm_eval.api.instance import Instance
 from conftest import char_tokenizer, tiny_model
 from oracles import TIE_BOUND, top2_gap
 from sbd_core.decode import BlockDecoder, DecodeConfig
-from sbd_core.evaluation.lm_eval_model import MissingGenerationError, ReplayLM, SBDLM, coerce_solver_params
-from sbd_core.evaluation.math_eval import TASK_NAME, score_math, write_math_task
+from sbd_core.benchmarks import get_benchmark
+from sbd_core.benchmarks.lm_eval_task import write_lm_eval_task
+from sbd_core.evaluation.lm_eval_model import ReplayLM, SBDLM, coerce_solver_params
 from sbd_core.mask_token import setup_mask_token
 from sbd_core.solvers import get_solver
 from sbd_core.tasks import get_task
@@ -215,57 +216,14 @@ def test_loglikelihood_rolling_windows(ckpt, lm):
     assert short.loglikelihood_rolling([req])[0] != pytest.approx(lm.loglikelihood_rolling([req])[0], abs=1e-3)
 
 
-# ------------------------------------------------------------------------------------------------ replay + scoring
-def write_gens(path, pairs):
-    path.write_text("".join(json.dumps({"prompt": p, "completion": c, "nfe": 3}) + "\n" for p, c in pairs))
-    return path
-
-
-def test_replay_round_trip_and_errors(tmp_path):
-    gens = write_gens(tmp_path / "g.jsonl", [("Q1", " a #### 1"), ("Q2", " b\n\nQuestion: c")])
-    replay = ReplayLM(gens)
-    out = replay.generate_until([gen_request("Q2", until=["\n\n"]), gen_request("Q1"), gen_request("Q2", until=[])])
-    assert out == [" b", " a #### 1", " b\n\nQuestion: c"]
-    with pytest.raises(MissingGenerationError, match=r"1 of 2 prompts .* first missing prompt: 'Q3\\n'") as err:
-        replay.generate_until([gen_request("Q1"), gen_request("Q3\n")])
-    assert isinstance(err.value, KeyError)
-    with pytest.raises(NotImplementedError, match="only replays stored generations"):
-        replay.loglikelihood([ll_request("Q1", " a")])
-    with pytest.raises(NotImplementedError):
-        replay.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, ("Q1",), 0)])
-    with pytest.raises(ValueError, match="repeats prompt 'Q1' with a different completion"):
-        ReplayLM(write_gens(tmp_path / "dup.jsonl", [("Q1", "x"), ("Q1", "y")]))
-    (tmp_path / "bad.jsonl").write_text('{"prompt": "Q1"}\n')
-    with pytest.raises(ValueError, match="record 1 needs string fields"):
-        ReplayLM(tmp_path / "bad.jsonl")
-
-
-def test_score_math_matches_direct_count_from_other_cwd(tmp_path, monkeypatch):
-    task = get_task("math")
-    problems = task.make_problems("test", 7, 3)
-    answers = [p["answer"] for p in problems]
-    completions = [f" 1+1: 2. So {answers[0]}.\n#### {answers[0]}", f" wrong\n#### {int(answers[1]) + 1}",
-                   " I do not know.", f" So\n#### {answers[3]}", f" close: ####{answers[4]}",
-                   f" negative\n#### -{answers[5]}", f" #### {answers[6]} then #### 0"]
-    gens = write_gens(tmp_path / "gens.jsonl", [(task.prompt_text(p), c) for p, c in zip(problems, completions)])
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    monkeypatch.chdir(elsewhere)
-    work = tmp_path / "work"
-    result = score_math(problems, gens, work)
-    direct = [task.extract_answer(c) == a for c, a in zip(completions, answers)]
-    assert direct == [True, False, False, True, False, False, True]
-    assert result["n"] == 7 and type(result["accuracy"]) is float
-    assert result["accuracy"] == pytest.approx(sum(direct) / 7) == result["metrics"]["exact_match"]
-    for p, c, ok in zip(problems, completions, direct):
-        assert result["per_problem"][p["task_id"]] == {"correct": ok, "extracted": task.extract_answer(c)}
-    assert result["lm_eval_version"] == "0.4.13"
-    json.dumps(result, allow_nan=False)  # plain Python values only
-    spec = (work / f"{TASK_NAME}.yaml").read_text()
-    assert str((work / f"{TASK_NAME}.jsonl").resolve()) in spec and not list(elsewhere.iterdir())
-    write_gens(gens, [(task.prompt_text(p), c) for p, c in zip(problems[1:], completions[1:])])
-    with pytest.raises(MissingGenerationError, match="1 of 7 prompts"):
-        score_math(problems, gens, work)
+# ------------------------------------------------------------------------------------------------ through lm-eval
+# (ReplayLM and the benchmarks' score path are tested in tests/test_benchmarks_scoring.py)
+def synthetic_math_task(problems, out_dir):
+    """The synthetic math benchmark's lm-eval task over ``problems`` (8 new tokens), written into ``out_dir``; its
+    name."""
+    bench = get_benchmark("math")
+    settings = bench.settings({"max_new_tokens": 8})
+    return write_lm_eval_task(bench, bench.problems(problems, "generated"), settings, out_dir)
 
 
 def test_simple_evaluate_with_sbd_model_string(ckpt, lm, tmp_path):
@@ -273,28 +231,28 @@ def test_simple_evaluate_with_sbd_model_string(ckpt, lm, tmp_path):
     from lm_eval.tasks import TaskManager
 
     problems = get_task("math").make_problems("test", 2, 0)
-    write_math_task(problems, tmp_path)
+    task = synthetic_math_task(problems, tmp_path)
     res = lm_eval.simple_evaluate(
         model="sbd", model_args=f"pretrained={ckpt},solver=eb,gamma=0.1,block_size=4,max_gen_toks=8,batch_size=1",
-        tasks=[TASK_NAME], task_manager=TaskManager(include_path=str(tmp_path), include_defaults=False),
+        tasks=[task], task_manager=TaskManager(include_path=str(tmp_path), include_defaults=False),
         num_fewshot=0, bootstrap_iters=0, log_samples=True)
-    samples = sorted(res["samples"][TASK_NAME], key=lambda s: s["doc_id"])
+    samples = sorted(res["samples"][task], key=lambda s: s["doc_id"])
     prompts = [get_task("math").prompt_text(p) for p in problems]
     assert [s["arguments"][0][0] for s in samples] == prompts
     # batch_size=1 on both sides: each prompt is decoded alone, the same float operations whatever order lm-eval uses
     config = DecodeConfig(block_size=4, max_new_tokens=8, stop_strings=get_task("math").stop_sequences, batch_size=1)
     ref = BlockDecoder(lm.model, lm.tokenizer, config, get_solver("eb", gamma=0.1)).generate(prompts)
     assert [s["resps"][0][0] for s in samples] == [g.text for g in ref]
-    assert res["results"][TASK_NAME]["exact_match,extract"] == 0.0  # random weights never write "#### N"
+    assert res["results"][task]["exact_match,none"] == 0.0  # random weights never write "#### N"
 
 
 def test_lm_eval_command_line_runs_the_sbd_model(ckpt, tmp_path):
     problems = get_task("math").make_problems("test", 2, 0)
-    write_math_task(problems, tmp_path / "tasks")
+    task = synthetic_math_task(problems, tmp_path / "tasks")
     cmd = [sys.executable, "-m", "sbd_core.evaluation.lm_eval_cli", "run", "--model", "sbd",
            "--model_args", f"pretrained={ckpt},solver=ntp,max_gen_toks=8",  # the workflow's name for NTP
-           "--tasks", TASK_NAME, "--include_path", str(tmp_path / "tasks"), "--output_path", str(tmp_path / "out")]
+           "--tasks", task, "--include_path", str(tmp_path / "tasks"), "--output_path", str(tmp_path / "out")]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, **OFFLINE})
     assert out.returncode == 0, out.stderr[-2000:]
     results = list((tmp_path / "out").rglob("results*.json"))
-    assert results and json.loads(results[0].read_text())["results"][TASK_NAME]["exact_match,extract"] == 0.0
+    assert results and json.loads(results[0].read_text())["results"][task]["exact_match,none"] == 0.0
