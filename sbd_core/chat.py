@@ -1,8 +1,8 @@
-"""Chat formatting shared by training and evaluation: system prompts, the default template, response-only labels.
+"""Chat formatting of the training data: system prompts, the default template, response-only labels.
 
-System prompt convention (the Llama-Nemotron one, which the paper's reasoning data come from): reasoning data and
-reasoning benchmarks run under ``"detailed thinking on"``, instruction data and chat benchmarks under
-``"detailed thinking off"`` (both configurable). A conversation that has its own system message keeps it after ours.
+System prompt convention, shared with the evaluation side (:mod:`sbd_core.benchmarks.chat`, the same constants):
+reasoning data train under ``"detailed thinking on"``, instruction data under ``"detailed thinking off"`` (both
+configurable). A conversation that has its own system message keeps it after ours.
 
 Templates: a tokenizer's own chat template is used when it has one; a base model without one (Llama-3.1 8B base) gets
 :data:`DEFAULT_TEMPLATE`, the Tulu-3 format (``<|system|>``/``<|user|>``/``<|assistant|>`` lines, the turn closed by the
@@ -16,8 +16,8 @@ so it works for any template that renders a conversation's prefix as a prefix of
 
 from __future__ import annotations
 
-THINKING_ON = "detailed thinking on"
-THINKING_OFF = "detailed thinking off"
+from .benchmarks.chat import THINKING_OFF, THINKING_ON
+
 SYSTEM_PROMPTS = {"reasoning": THINKING_ON, "instruct": THINKING_OFF}
 
 DEFAULT_TEMPLATE = (
@@ -51,14 +51,6 @@ def with_system_prompt(messages: list[dict], system_prompt: str | None) -> list[
         merged = f"{system_prompt}\n{messages[0]['content']}"
         return [{"role": "system", "content": merged}, *messages[1:]]
     return [{"role": "system", "content": system_prompt}, *messages]
-
-
-def prompt_messages(user: str, kind: str, system_prompts: dict | None = None) -> list[dict]:
-    """The messages of a one-turn prompt for a benchmark of ``kind`` ("reasoning" or "instruct")."""
-    prompts = system_prompts or SYSTEM_PROMPTS
-    if kind not in prompts:
-        raise ValueError(f"kind must be one of {sorted(prompts)}, got {kind!r}")
-    return with_system_prompt([{"role": "user", "content": user}], prompts[kind])
 
 
 def _render(tokenizer, messages: list[dict], generation_prompt: bool = False) -> str:

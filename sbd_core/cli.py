@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from . import pipeline, report
+from .settings import from_section
 
 
 def _json(text: str):
@@ -24,16 +25,6 @@ def _json(text: str):
         raise argparse.ArgumentTypeError(f"not valid JSON ({err}): {text[:80]!r}") from err
 
 
-def _counts(values: list[str]) -> int | dict[str, int]:
-    """``["1500"]`` -> 1500; ``["math=20000", "code=1500"]`` -> a mapping."""
-    try:
-        if len(values) == 1 and "=" not in values[0]:
-            return int(values[0])
-        return {k: int(v) for k, v in (item.split("=", 1) for item in values)}
-    except ValueError as err:
-        raise SystemExit(f"--train-per-task takes N or TASK=N ..., got {values}: {err}") from None
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sbd_core", description=__doc__)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
@@ -41,12 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="stage", required=True)
 
     s = sub.add_parser("data", help="synthetic train/valid rows and held-out test problems")
-    s.add_argument("--tasks", nargs="+", required=True)
-    s.add_argument("--train-per-task", nargs="+", required=True, metavar="N|TASK=N",
-                   help="training problems: one count for every task, or TASK=N per task")
-    s.add_argument("--valid-per-task", type=int, default=50)
-    s.add_argument("--test-per-task", type=int, required=True)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--spec", type=_json, required=True,
+                   help='{"tasks": [...], "train_per_task": N or {TASK: N}, "test_per_task": N, "valid_per_task": N, "seed": N}')
     s.add_argument("--out", type=Path, required=True)
 
     s = sub.add_parser("base", help="base checkpoint: hub snapshot, local folder or tiny model pretrained here")
@@ -97,7 +84,7 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     progress = not args.no_progress
     if args.stage == "data":
-        pipeline.run_data(args.tasks, _counts(args.train_per_task), args.valid_per_task, args.test_per_task, args.seed, args.out)
+        pipeline.run_data(from_section(pipeline.DataSpec, args.spec, "data"), args.out)
     elif args.stage == "base":
         pipeline.run_base(args.model_spec, args.data, args.out, args.checkpoints, progress)
     elif args.stage == "finetune":

@@ -11,7 +11,7 @@ import json
 import logging
 import shutil
 import time
-from dataclasses import fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import torch
@@ -35,22 +35,30 @@ def per_task(count: int | dict, tasks: list[str]) -> dict[str, int]:
     return {name: int(count[name]) for name in tasks}
 
 
-def run_data(tasks: list[str], train_per_task: int | dict, valid_per_task: int, test_per_task: int, seed: int,
-             out_dir: Path) -> None:
+@dataclass(frozen=True)
+class DataSpec:
+    """The data stage's settings (config ``data`` section plus the run's ``tasks`` and ``seed``)."""
+
+    tasks: tuple[str, ...]
+    train_per_task: int | dict
+    test_per_task: int
+    valid_per_task: int = 50
+    seed: int = 0
+
+
+def run_data(spec: DataSpec, out_dir: Path) -> None:
     """Synthetic train/valid (prompt, target) rows for all tasks and held-out test problems per task."""
-    out_dir = Path(out_dir)
-    for split, counts in (("train", per_task(train_per_task, tasks)), ("valid", per_task(valid_per_task, tasks))):
+    out_dir, tasks = Path(out_dir), list(spec.tasks)
+    for split, counts in (("train", per_task(spec.train_per_task, tasks)), ("valid", per_task(spec.valid_per_task, tasks))):
         rows = []
         for name in tasks:
             task = get_task(name)
             rows += [{"task": name, "task_id": p["task_id"], "prompt": task.prompt_text(p), "target": task.target_text(p)}
-                     for p in task.make_problems(split, counts[name], seed)]
+                     for p in task.make_problems(split, counts[name], spec.seed)]
         write_jsonl_atomic(rows, out_dir / f"{split}.jsonl")
     for name in tasks:
-        write_jsonl_atomic(get_task(name).make_problems("test", test_per_task, seed), out_dir / f"{name}_test.jsonl")
-    settings = {"tasks": tasks, "train_per_task": train_per_task, "valid_per_task": valid_per_task,
-                "test_per_task": test_per_task}
-    write_json_atomic(provenance("data", settings, seed), out_dir / "provenance.json")
+        write_jsonl_atomic(get_task(name).make_problems("test", spec.test_per_task, spec.seed), out_dir / f"{name}_test.jsonl")
+    write_json_atomic(provenance("data", asdict(spec), spec.seed), out_dir / "provenance.json")
 
 
 def training_pairs(data_dir: Path, split: str = "train") -> list[tuple[str, str]]:

@@ -60,7 +60,7 @@ def test_failed_decode_leaves_no_output(tmp_path, monkeypatch):
 
     model, tok = fresh_model()
     model_dir = checkpoint.save(model, tok, tmp_path / "model")
-    pipeline.run_data(["math"], 4, 2, 3, 0, tmp_path / "data")
+    pipeline.run_data(pipeline.DataSpec(["math"], 4, 3, 2), tmp_path / "data")
 
     def crash(self, prompts, progress=False):
         raise RuntimeError("out of memory (simulated)")

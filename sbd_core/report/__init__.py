@@ -1,10 +1,10 @@
 """Benchmark report: score JSON files -> summary CSV, Table-1 style tables, speed/accuracy figures and report.md.
 
-Speedup conventions (SBD_SPEC section 3.2):
+Speedup conventions (the paper measures speedup as the reduction in forward passes, NFE; it does not say which ratio):
 
-* ``nfe_speedup`` is reading (b): total NFE of the NTP baseline run (objective ``ntp``, sampler ``ntp``, same model and
+* ``nfe_speedup``: total NFE of the NTP baseline run (objective ``ntp``, sampler ``ntp``, same model and
   task) divided by the row's total NFE.  It is NaN (with a logged warning) when the baseline is missing.
-* ``tokens_per_forward`` is reading (a): total generated tokens / total NFE of the row itself.
+* ``tokens_per_forward``: total generated tokens / total NFE of the row itself.
 * The Table-1 "mean speedup" column is the arithmetic mean of the per-task speedups, as in the paper.
 
 Modules: ``scores`` (load/validate score files, ``summarize``), ``tables`` (Table 1, the paper's table, markdown/LaTeX),

@@ -33,7 +33,7 @@ def _report_md(summary: pd.DataFrame, table_md: str, paper_md: str | None, figur
         f"{n_runs} score files; models: {models}; tasks: {tasks}.\n",
         f"> **Note.** {SYNTHETIC_NOTE}\n",
         "Speedup = total NFE of the NTP baseline (NTP-trained model, NTP sampling, same model and task) / total NFE "
-        "of the run (SPEC 3.2 reading (b)); `tokens_per_forward` in `summary.csv` is reading (a). "
+        "of the run; `tokens_per_forward` in `summary.csv` is the run's own generated tokens per forward. "
         "Mean speedup = arithmetic mean of the per-task speedups, as in the paper's Table 1. "
         "Cells read accuracy % (speedup x). Machine-readable: [summary.csv](summary.csv), [table1.csv](table1.csv).\n",
         "## Reproduction (Table 1 layout)\n",

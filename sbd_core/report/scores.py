@@ -1,6 +1,6 @@
 """Score files: load and validate the scoring stage's JSON files, and summarize them (one row per run, NFE speedup).
 
-Speedup conventions (SBD_SPEC section 3.2) are described in ``sbd_core.report``.
+Speedup conventions are described in ``sbd_core.report``.
 """
 
 from __future__ import annotations

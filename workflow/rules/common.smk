@@ -1,11 +1,14 @@
-# Shared helpers: paths, the sampler grid and JSON arguments. Config errors surface here, before any job runs.
+# Shared helpers: paths, the sampler grid, JSON arguments and the job environment. Functions only (Snakemake's
+# linter wants them apart from the steps); config errors surface here, before any job runs.
 import json
 import sys
 from pathlib import Path
 
-from sbd_core.samplers import NTP, expand_samplers
+from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
-PY = sys.executable
+from sbd_core.samplers import NTP, expand_samplers
+from sbd_core.settings import RuntimeSettings, from_section
+
 RUN = f"results/{config['run']}"
 TASKS = config["tasks"]
 MODELS = list(config["models"])
@@ -15,22 +18,32 @@ try:
 except ValueError as err:
     raise WorkflowError(f"config error: {err}") from None
 if NTP not in SAMPLERS:
-    raise WorkflowError("config error: decode.samplers must include {solver: ntp} (the NTP baseline every speedup is measured against)")
-RUNTIME = config["runtime"]
-GPU = 1 if RUNTIME["device"].startswith("cuda") else 0
-PAPER_TABLE = Path(config["report"]["paper_table"])
+    raise WorkflowError(
+        "config error: decode.samplers must include {solver: ntp} (the NTP baseline every speedup is measured against)"
+    )
+try:
+    RUNTIME = from_section(RuntimeSettings, config.get("runtime"), "runtime")
+except ValueError as err:
+    raise WorkflowError(f"config error: {err}") from None
+PAPER_TABLE = Path(config.get("report", {}).get("paper_table", "results/paper/table1.csv"))
 if not PAPER_TABLE.is_absolute() and not PAPER_TABLE.exists():
     PAPER_TABLE = Path(workflow.basedir) / PAPER_TABLE  # shipped with the workflow, whatever the working directory
+CONDA_ENV = "../../environment.yml"  # the same environment as `conda env create -f environment.yml`
+
+# Jobs call `python -m sbd_core ...`. Without --use-conda that is the Python running Snakemake (e.g. .venv/bin/python,
+# even when the venv is not activated); with --use-conda it is the environment's own Python.
+if DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
+    shell.prefix(f'export PATH="{Path(sys.executable).parent}:$PATH"; ')
 
 
 def arg(obj):
-    """A JSON command-line argument (quoted by the rule with :q)."""
+    """A JSON command-line argument (shell-quoted in the command with :q)."""
     return json.dumps(obj, sort_keys=True)
 
 
-def per_task_arg(count):
-    """The data stage's --train-per-task value: N, or TASK=N for each task (sorted, so params compare stably)."""
-    return str(count) if isinstance(count, int) else " ".join(f"{k}={v}" for k, v in sorted(count.items()))
+def section(name, drop=()):
+    """A config section (empty when absent) without the keys the workflow itself consumes."""
+    return {k: v for k, v in config.get(name, {}).items() if k not in drop}
 
 
 def runs():
@@ -45,15 +58,14 @@ def runs():
 
 SCORE_FILES = [f"{RUN}/scores/{m}/{o}/{s}/{t}.json" for m, o, s in runs() for t in TASKS]
 REPORT_DIR = f"{RUN}/report"
-REPORT_FILES = (
-    [f"{REPORT_DIR}/{name}" for name in ("summary.csv", "table1.csv", "table1.md", "table1.tex", "report.md",
-                                          "provenance.json")]
-    + [f"{REPORT_DIR}/speedup_{t}.{ext}" for t in TASKS for ext in ("png", "pdf")]
-)
+REPORT_TABLES = ["summary.csv", "table1.csv", "table1.md", "table1.tex", "report.md", "provenance.json"]
+REPORT_FILES = [f"{REPORT_DIR}/{name}" for name in REPORT_TABLES] + [
+    f"{REPORT_DIR}/speedup_{t}.{ext}" for t in TASKS for ext in ("png", "pdf")
+]
 
 
 wildcard_constraints:
     model="|".join(MODELS),
-    objective="ntp|sbd",
+    objective="|".join(OBJECTIVES),
     sampler="[A-Za-z0-9._+-]+",
     task="|".join(TASKS),

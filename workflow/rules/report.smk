@@ -12,7 +12,10 @@ rule report:
         [f"{REPORT_DIR}/speedup_{t}.pdf" for t in TASKS],
     params:
         paper=str(PAPER_TABLE),
+        out=lambda wc, output: Path(output[0]).parent,
     log:
         f"{RUN}/logs/report.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} -m sbd_core report --scores {input} --paper-table {params.paper} --out {REPORT_DIR} > {log} 2>&1"
+        "python -m sbd_core report --scores {input} --paper-table {params.paper} --out {params.out} > {log} 2>&1"
