@@ -139,7 +139,9 @@ class RowOrder:
         """The row index at global ``position`` (position // n_rows is the epoch)."""
         epoch, offset = divmod(position, self.n_rows)
         if epoch not in self._perms:
-            self._perms = {epoch: torch.randperm(self.n_rows, generator=torch.Generator().manual_seed(self.seed * 7919 + epoch))}
+            generator = torch.Generator().manual_seed(self.seed * 7919 + epoch)
+            self._perms = {e: p for e, p in self._perms.items() if e == epoch - 1}  # a step may straddle two epochs
+            self._perms[epoch] = torch.randperm(self.n_rows, generator=generator)
         return int(self._perms[epoch][offset])
 
 
