@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from . import pipeline, report
-from .settings import from_section
+from .settings import RuntimeSettings, from_section
 
 
 def _json(text: str):
@@ -51,28 +51,36 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--checkpoints", type=Path, required=True)
 
-    s = sub.add_parser("decode", help="decode a task's test problems with one sampler")
+    s = sub.add_parser("benchmark", help="a benchmark's test problems: download, local file or generation")
+    s.add_argument("--name", required=True, help="a registered benchmark (sbd_core.benchmarks.BENCHMARKS)")
+    s.add_argument("--settings", type=_json, default=None, help="its config section, e.g. '{\"limit\": 200}'")
+    s.add_argument("--out", type=Path, required=True, help="folder for <name>_test.jsonl")
+
+    s = sub.add_parser("decode", help="decode a benchmark's test problems with one sampler")
     s.add_argument("--model", type=Path, required=True)
-    s.add_argument("--task", required=True)
-    s.add_argument("--data", type=Path, required=True)
-    s.add_argument("--sampler", required=True, help="the sampler's tag (names the run)")
-    s.add_argument("--sampler-spec", type=_json, required=True)
-    s.add_argument("--decode-spec", type=_json, required=True)
+    s.add_argument("--benchmark", required=True)
+    s.add_argument("--settings", type=_json, default=None, help="the benchmark's config section")
+    s.add_argument("--test-file", type=Path, required=True, help="the benchmark stage's <name>_test.jsonl")
+    s.add_argument("--sampler-spec", type=_json, required=True, help="a spec of sbd_core.samplers.sampler_spec")
+    s.add_argument("--decode-spec", type=_json, default={}, help='e.g. {"block_size": 16, "batch_size": 8}')
     s.add_argument("--runtime", type=_json, default={})
     s.add_argument("--out", type=Path, required=True)
 
-    s = sub.add_parser("score", help="score stored generations (lm-eval / evalplus)")
-    s.add_argument("--task", required=True)
-    s.add_argument("--data", type=Path, required=True)
+    s = sub.add_parser("score", help="score a generations file ({\"id\", \"completion\"} per line); prints the metric")
+    s.add_argument("--benchmark", required=True)
     s.add_argument("--generations", type=Path, required=True)
-    s.add_argument("--names", type=_json, required=True, help='{"model": .., "objective": .., "sampler": ..}')
-    s.add_argument("--code-settings", type=_json, default={})
-    s.add_argument("--work-dir", type=Path, required=True)
-    s.add_argument("--out", type=Path, required=True)
+    s.add_argument("--out", type=Path, required=True, help="JSON result with per-problem verdicts")
+    s.add_argument("--data", type=Path, default=None,
+                   help="the test file the generations answer, in the source dataset's own schema (default: fetch it)")
+    s.add_argument("--settings", type=_json, default=None, help="the benchmark's config section")
+    s.add_argument("--names", type=_json, default=None, help='{"model": .., "objective": .., "sampler": ..}')
+    s.add_argument("--work-dir", type=Path, default=None, help="scratch folder of the scorer (default: a temporary one)")
 
     s = sub.add_parser("report", help="tables and figures from score files")
     s.add_argument("--scores", type=Path, nargs="+", required=True)
     s.add_argument("--paper-table", type=Path, default=report.DEFAULT_PAPER_TABLE)
+    s.add_argument("--paper-bases", type=_json, default=None,
+                   help='which of our models stand for which row of the paper, e.g. {"llama-3.1-8b": "Llama-3.1 8B"}')
     s.add_argument("--out", type=Path, required=True)
     return p
 
@@ -90,14 +98,16 @@ def main(argv=None) -> int:
     elif args.stage == "finetune":
         pipeline.run_finetune(args.base, args.data, args.objective, args.spec, args.out, args.checkpoints,
                               args.runtime, progress)
+    elif args.stage == "benchmark":
+        pipeline.run_benchmark(args.name, args.settings, args.out)
     elif args.stage == "decode":
-        pipeline.run_decode(args.model, args.task, args.data, args.sampler, args.sampler_spec, args.decode_spec,
-                            args.out, args.runtime, progress)
+        pipeline.run_decode(args.model, args.benchmark, args.settings, args.test_file, args.sampler_spec,
+                            args.decode_spec, args.out, from_section(RuntimeSettings, args.runtime, "runtime"), progress)
     elif args.stage == "score":
-        pipeline.run_score(args.task, args.data, args.generations, args.out, args.names, args.work_dir,
-                           args.code_settings)
+        pipeline.run_score(args.benchmark, args.generations, args.out, args.data, args.settings, args.names,
+                           args.work_dir)
     elif args.stage == "report":
-        pipeline.run_report(args.scores, args.out, args.paper_table)
+        pipeline.run_report(args.scores, args.out, args.paper_table, args.paper_bases)
     return 0
 
 

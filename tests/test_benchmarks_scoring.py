@@ -13,7 +13,8 @@ import torch
 from lm_eval.api.instance import Instance
 
 from conftest import char_tokenizer, tiny_model
-from sbd_core.benchmarks import ID_KEY, get_benchmark, score_file
+from sbd_core.benchmarks import ID_KEY, get_benchmark
+from sbd_core.pipeline import run_score
 from sbd_core.benchmarks.lm_eval_task import metric_name, write_lm_eval_task
 from sbd_core.evaluation import code_eval
 from sbd_core.evaluation.lm_eval_model import MissingGenerationError, ReplayLM
@@ -47,7 +48,7 @@ def test_gsm8k_reference_solutions_score_full_marks(tmp_path, capsys):
     solutions = [p["answer"] for p in problems]  # worked solutions ending "#### N", 14 with a thousands comma
     gens = tmp_path / "gens.jsonl"
     gens.write_text("".join(json.dumps({"id": p[ID_KEY], "completion": s}) + "\n" for p, s in zip(problems, solutions)))
-    result = score_file("gsm8k", gens, tmp_path / "score.json", data=data)
+    result = run_score("gsm8k", gens, tmp_path / "score.json", data=data)  # python -m sbd_core score
     assert result["accuracy"] == 1.0 == result["metrics"]["exact_match/flexible-extract"] and result["n"] == 1319
     assert result["metrics"]["exact_match/strict-match"] == 0.0  # no "The final answer is N" in the references
     assert json.loads((tmp_path / "score.json").read_text())["per_problem"]["5"] == {"correct": True,

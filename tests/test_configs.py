@@ -39,7 +39,7 @@ def planned(workdir: Path, *args) -> dict[str, set[str]]:
 
 def expected(config: dict) -> dict[str, set[str]]:
     return {"model": set(config["models"]), "objective": set(config["finetune"]["objectives"]),
-            "task": set(config["tasks"]), "sampler": set(expand_samplers(config["decode"]["samplers"]))}
+            "benchmark": set(config["benchmarks"]), "sampler": set(expand_samplers(config["decode"]["samplers"]))}
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])

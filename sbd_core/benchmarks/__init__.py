@@ -13,7 +13,7 @@ Public surface::
     text = bench.prompt(problems[0], tokenizer, settings)       # the exact prompt
     max_new_tokens, stops = bench.generation(settings)
     result = bench.score(problems, {id: completion}, work_dir, settings)   # {"accuracy", "metrics", "n", "per_problem"}
-    score_file("gsm8k", "generations.jsonl", "score.json", data=path)       # python -m sbd_core score ...
+    score_generations("gsm8k", "generations.jsonl", data=path)               # python -m sbd_core score ...
 
 Importing this package is cheap (no torch, lm-eval or evalplus): those load when a benchmark fetches, prompts or
 scores.
@@ -26,8 +26,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping
 
-from sbd_core.io_utils import write_json_atomic
-
 from . import aime25, gsm8k, humaneval_plus, lcbv6, math500, mbpp_plus, synthetic
 from .base import ID_KEY, Benchmark, BenchmarkUnavailable, read_generations
 from .chat import THINKING_OFF, THINKING_ON, add_special_tokens_for
@@ -36,7 +34,7 @@ from .settings import Settings
 
 __all__ = ["BENCHMARKS", "PAPER_COLUMNS", "ID_KEY", "TASKS_DIR", "THINKING_ON", "THINKING_OFF", "Benchmark",
            "BenchmarkUnavailable", "Settings", "describe_benchmarks", "get_benchmark", "read_generations",
-           "score_file", "add_special_tokens_for"]
+           "score_generations", "add_special_tokens_for"]
 
 _ALL: tuple[Benchmark, ...] = (
     math500.BENCHMARK, aime25.BENCHMARK, lcbv6.BENCHMARK, gsm8k.BENCHMARK, humaneval_plus.BENCHMARK,
@@ -61,24 +59,21 @@ def describe_benchmarks() -> dict[str, dict]:
                    "source": b.source, "defaults": asdict(b.defaults)} for name, b in BENCHMARKS.items()}
 
 
-def score_file(name: str, generations: str | Path, out: str | Path, data: str | Path | None = None,
-               settings: Mapping[str, Any] | None = None) -> dict:
-    """Score a generations file (``{"id", "completion"}`` per line) and write the result to ``out`` as JSON.
+def score_generations(name: str, generations: str | Path, data: str | Path | None = None,
+                      settings: Mapping[str, Any] | None = None, work_dir: str | Path | None = None) -> dict:
+    """Score a generations file (``{"id", "completion"}`` per line): ``{"benchmark", "accuracy", "metrics", "n",
+    "per_problem", "generations", "data"}``.
 
     ``data`` is the test file the generations answer (written by ``fetch``, or a file in the source's own schema);
     without it the benchmark's own test set is fetched. ``settings`` is the benchmark's config section (its
-    ``limit`` selects the first problems). Prints one summary line; returns the result
-    (``{"benchmark", "accuracy", "metrics", "n", "per_problem", "generations", "data"}``).
+    ``limit`` selects the first problems). ``work_dir`` holds the scorer's scratch files (a temporary folder if None).
+    The CLI's ``python -m sbd_core score`` writes this result (see :func:`sbd_core.pipeline.run_score`).
     """
     bench = get_benchmark(name)
     resolved = bench.settings(settings)
     completions = read_generations(generations)
-    with tempfile.TemporaryDirectory(prefix=f"score_{name}_") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"score_{name}_", dir=work_dir) as tmp:
         path = Path(data) if data is not None else bench.fetch(resolved, tmp)
         problems = bench.load(path)[:resolved.limit]
-        result = {"benchmark": name, **bench.score(problems, completions, tmp, resolved),
-                  "generations": str(generations), "data": str(data) if data is not None else bench.source}
-    write_json_atomic(result, out)
-    print(f"{name}: accuracy {result['accuracy']:.4f} on {result['n']} problems "
-          f"({', '.join(f'{k} {v:.4f}' for k, v in result['metrics'].items() if isinstance(v, float))})")
-    return result
+        return {"benchmark": name, **bench.score(problems, completions, tmp, resolved),
+                "generations": str(generations), "data": str(data) if data is not None else bench.source}

@@ -1,8 +1,4 @@
-"""The pipeline stages as plain functions: data, base, finetune, decode, score, report.
-
-Each stage reads the previous stages' files only (never their internals), writes its outputs atomically with a provenance
-record, and is what both the Snakemake rules and ``python -m sbd_core <stage>`` call.
-"""
+"""The training stages: data (training rows), base (a checkpoint to start from) and finetune (one objective)."""
 
 from __future__ import annotations
 
@@ -10,16 +6,14 @@ import hashlib
 import json
 import logging
 import shutil
-import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import torch
 
-from . import checkpoint
-from .io_utils import read_jsonl, write_json_atomic, write_jsonl_atomic
-from .provenance import provenance
-from .tasks import get_task
+from .. import checkpoint
+from ..io_utils import read_jsonl, write_json_atomic, write_jsonl_atomic
+from ..provenance import provenance
 
 log = logging.getLogger("sbd_core")
 
@@ -37,27 +31,22 @@ def per_task(count: int | dict, tasks: list[str]) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class DataSpec:
-    """The data stage's settings (config ``data`` section plus the run's ``tasks`` and ``seed``)."""
+    """The data stage's settings: training and validation rows of synthetic tasks (config ``data`` section)."""
 
     tasks: tuple[str, ...]
     train_per_task: int | dict
-    test_per_task: int
     valid_per_task: int = 50
     seed: int = 0
 
 
 def run_data(spec: DataSpec, out_dir: Path) -> None:
-    """Synthetic train/valid (prompt, target) rows for all tasks and held-out test problems per task."""
+    """Train/valid (prompt, target) rows of the synthetic tasks (their test problems are the benchmarks' own)."""
+    from ..benchmarks import get_benchmark
+
     out_dir, tasks = Path(out_dir), list(spec.tasks)
     for split, counts in (("train", per_task(spec.train_per_task, tasks)), ("valid", per_task(spec.valid_per_task, tasks))):
-        rows = []
-        for name in tasks:
-            task = get_task(name)
-            rows += [{"task": name, "task_id": p["task_id"], "prompt": task.prompt_text(p), "target": task.target_text(p)}
-                     for p in task.make_problems(split, counts[name], spec.seed)]
+        rows = [row for name in tasks for row in get_benchmark(name).training_rows(split, counts[name], spec.seed)]
         write_jsonl_atomic(rows, out_dir / f"{split}.jsonl")
-    for name in tasks:
-        write_jsonl_atomic(get_task(name).make_problems("test", spec.test_per_task, spec.seed), out_dir / f"{name}_test.jsonl")
     write_json_atomic(provenance("data", asdict(spec), spec.seed), out_dir / "provenance.json")
 
 
@@ -69,7 +58,7 @@ def training_pairs(data_dir: Path, split: str = "train") -> list[tuple[str, str]
 # --------------------------------------------------------------------------------------------------------------- train
 def train_config(objective: str, spec: dict):
     """A :class:`TrainConfig` from a config section, rejecting unknown keys by name."""
-    from .train import TrainConfig
+    from ..train import TrainConfig
 
     allowed = {f.name for f in fields(TrainConfig)} - {"objective"}
     unknown = sorted(set(spec) - allowed)
@@ -96,7 +85,7 @@ def _fresh_checkpoints(checkpoint_dir: Path, settings: dict, inputs: list[Path])
 
 def _train_and_save(model, tokenizer, objective, spec, data_dir, out_dir, checkpoint_dir, stage, settings, progress,
                     base_dir=None):
-    from .train import tokenize_examples, train
+    from ..train import tokenize_examples, train
 
     config = train_config(objective, spec)
     torch.manual_seed(config.seed)
@@ -138,7 +127,7 @@ def run_base(model_spec: dict, data_dir: Path, out_dir: Path, checkpoint_dir: Pa
         model, tokenizer = checkpoint.load(model_spec["path"])
         checkpoint.save(model, tokenizer, out_dir, {"provenance.json": provenance("base", model_spec)})
     elif source == "scratch":
-        from .tokenizer import build_tokenizer
+        from ..tokenizer import build_tokenizer
 
         pairs = training_pairs(data_dir)
         tokenizer = build_tokenizer([p + t for p, t in pairs], model_spec.get("vocab_size", 512))
@@ -153,7 +142,7 @@ def run_base(model_spec: dict, data_dir: Path, out_dir: Path, checkpoint_dir: Pa
 def run_finetune(base_dir: Path, data_dir: Path, objective: str, spec: dict, out_dir: Path, checkpoint_dir: Path,
                  runtime: dict | None = None, progress: bool = True) -> None:
     """Fine-tune the base checkpoint with the ``ntp`` or ``sbd`` objective (same data, steps and optimizer)."""
-    from .mask_token import setup_mask_token
+    from ..mask_token import setup_mask_token
 
     runtime = runtime or {}
     spec = dict(spec)
@@ -164,86 +153,3 @@ def run_finetune(base_dir: Path, data_dir: Path, objective: str, spec: dict, out
     settings = {"objective": objective, "finetune": spec, "base": str(base_dir)}
     _train_and_save(model, tokenizer, objective, spec, data_dir, out_dir, checkpoint_dir, "finetune", settings,
                     progress, base_dir=base_dir)
-
-
-# --------------------------------------------------------------------------------------------------------------- decode
-def run_decode(model_dir: Path, task_name: str, data_dir: Path, sampler: str, sampler_spec: dict, decode_spec: dict,
-               out_path: Path, runtime: dict | None = None, progress: bool = True) -> None:
-    """Decode the task's held-out problems; one JSON line per problem with completion, NFE and cost."""
-    from .decode import BlockDecoder, DecodeConfig
-    from .samplers import build_solver
-
-    runtime = runtime or {}
-    model, tokenizer = checkpoint.load(model_dir, runtime.get("device", "cpu"), runtime.get("dtype", "float32"))
-    task = get_task(task_name)
-    problems = read_jsonl(Path(data_dir) / f"{task_name}_test.jsonl")
-    config = DecodeConfig(mode=sampler_spec["mode"], stop_strings=task.stop_sequences, **decode_spec)
-    decoder = BlockDecoder(model, tokenizer, config, build_solver(sampler_spec))
-    prompts = [task.prompt_text(p) for p in problems]
-    start = time.perf_counter()
-    generations = decoder.generate(prompts, progress=progress)
-    elapsed = time.perf_counter() - start
-    records = [{"task_id": p["task_id"], "prompt": prompt, "completion": g.text, "token_ids": g.token_ids,
-                "num_tokens": g.num_tokens, "nfe": g.nfe, "tokens_per_forward": g.tokens_per_forward,
-                "stop_reason": g.stop_reason, "wall_time_s": g.wall_time_s, "sampler": sampler,
-                "solver": {"name": sampler_spec["solver"], "params": sampler_spec["params"]},
-                "block_size": config.block_size}
-               for p, prompt, g in zip(problems, prompts, generations)]
-    write_jsonl_atomic(records, out_path)
-    settings = {"model": str(model_dir), "task": task_name, "sampler": sampler, "sampler_spec": sampler_spec,
-                "decode": decode_spec, "runtime": runtime, "total_wall_time_s": elapsed}
-    write_json_atomic(provenance("decode", settings), Path(str(out_path) + ".provenance.json"))
-
-
-# --------------------------------------------------------------------------------------------------------------- score
-def cost_aggregates(records: list[dict], wall_time_s: float | None = None) -> dict:
-    """NFE and token totals of a generation file (speedups are relative, so the report derives them).
-
-    ``wall_time_s`` is the decode stage's total time; without it, the sum of per-problem latencies stands in."""
-    total_nfe = sum(r["nfe"] for r in records)
-    total_tokens = sum(r["num_tokens"] for r in records)
-    per_problem = [r["num_tokens"] / r["nfe"] for r in records if r["nfe"]]
-    return {"n_problems": len(records), "total_nfe": total_nfe, "total_tokens": total_tokens,
-            "mean_nfe": total_nfe / max(len(records), 1), "tokens_per_forward": total_tokens / max(total_nfe, 1),
-            "mean_tokens_per_forward": sum(per_problem) / max(len(per_problem), 1),
-            "wall_time_s": wall_time_s if wall_time_s is not None else sum(r["wall_time_s"] for r in records)}
-
-
-def run_score(task_name: str, data_dir: Path, generations: Path, out_path: Path, names: dict, work_dir: Path,
-              code_settings: dict | None = None) -> None:
-    """Score stored generations (never regenerates): lm-eval for math, evalplus for code; add the cost aggregates."""
-    problems = read_jsonl(Path(data_dir) / f"{task_name}_test.jsonl")
-    records = read_jsonl(generations)
-    work_dir = Path(work_dir)
-    work_dir.mkdir(parents=True, exist_ok=True)
-    if task_name == "math":
-        from .evaluation.math_eval import score_math
-
-        result = score_math(problems, Path(generations), work_dir)
-        accuracy, metrics = result["accuracy"], result["metrics"]
-    elif task_name == "code":
-        from .evaluation.code_eval import evaluate_code
-
-        result = evaluate_code(problems, {r["task_id"]: r["completion"] for r in records}, work_dir,
-                               **(code_settings or {}))
-        accuracy = result["pass@1_plus"]
-        metrics = {k: result[k] for k in ("pass@1_base", "pass@1_plus", "network_isolated")}
-    else:
-        raise ValueError(f"no scorer for task {task_name!r}")
-    first = records[0] if records else {"solver": {"name": "ntp", "params": {}}, "block_size": 0}
-    sidecar = Path(str(generations) + ".provenance.json")
-    wall = json.loads(sidecar.read_text())["settings"]["total_wall_time_s"] if sidecar.exists() else None
-    score = {**names, "task": task_name, "accuracy": accuracy, "metrics": metrics, **cost_aggregates(records, wall),
-             "solver": first["solver"], "block_size": first["block_size"], "per_problem": result["per_problem"],
-             "provenance": provenance("score", {"generations": str(generations), **names})}
-    write_json_atomic(score, out_path)
-
-
-# --------------------------------------------------------------------------------------------------------------- report
-def run_report(scores: list[Path], out_dir: Path, paper_table: Path | None) -> None:
-    """Tables and figures from score files only (never recomputes), with the run's provenance beside them."""
-    from .report import write_report
-
-    write_report(scores, out_dir, paper_table=paper_table)
-    settings = {"scores": [str(p) for p in scores], "paper_table": str(paper_table)}
-    write_json_atomic(provenance("report", settings), Path(out_dir) / "provenance.json")
