@@ -13,6 +13,7 @@ Model sources (:func:`fetch`), each turned into an ordinary safetensors folder t
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -88,8 +89,6 @@ def save(model, tokenizer, out_dir, extra_files: dict | None = None, copy_files:
 
 def _record_dtype(folder: Path, dtype: str) -> None:
     """Make config.json name the dtype the weights were written in."""
-    import json
-
     config_path = folder / "config.json"
     config = json.loads(config_path.read_text())
     config["dtype"] = dtype

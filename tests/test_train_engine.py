@@ -1,6 +1,7 @@
 """The fine-tune engine in one process: fp32 master weights under bf16, FlexAttention on packed rows (forward on CPU,
 backward on GPU), the CPU fallback to the dense mask, tokens per step, the step-level batch accounting."""
 
+import json
 import logging
 
 import pytest
@@ -106,10 +107,8 @@ def test_split_batches_and_accumulation_give_the_same_losses(tokenizer, tmp_path
         config = TrainConfig(objective="sbd", max_steps=3, learning_rate=3e-3, warmup_steps=0, save_steps=10,
                              logging_steps=1, max_length=40, **shape)
         train(model, tokenizer, rows, config, tmp_path / name, tmp_path / f"{name}.jsonl", progress=False, runtime=CPU)
-        logs[name] = [line for line in (tmp_path / f"{name}.jsonl").read_text().splitlines()]
-    import json
-
-    for a, b in zip(*(map(json.loads, logs[n]) for n in ("whole", "split"))):
+        logs[name] = [json.loads(line) for line in (tmp_path / f"{name}.jsonl").read_text().splitlines()]
+    for a, b in zip(logs["whole"], logs["split"]):
         assert a["loss"] == pytest.approx(b["loss"], abs=1e-5) and a["matp_loss"] == pytest.approx(b["matp_loss"], abs=1e-5)
 
 
