@@ -7,6 +7,7 @@ import torch
 from conftest import char_tokenizer, tiny_model
 from sbd_core import pipeline
 from sbd_core.mask_token import setup_mask_token
+from sbd_core.samplers import sampler_spec
 from sbd_core.train import TrainConfig, tokenize_examples, train
 
 
@@ -60,7 +61,7 @@ def test_failed_decode_leaves_no_output(tmp_path, monkeypatch):
 
     model, tok = fresh_model()
     model_dir = checkpoint.save(model, tok, tmp_path / "model")
-    pipeline.run_data(pipeline.DataSpec(["math"], 4, 3, 2), tmp_path / "data")
+    test_file = pipeline.run_benchmark("math", {"limit": 3, "max_new_tokens": 4}, tmp_path / "bench")
 
     def crash(self, prompts, progress=False):
         raise RuntimeError("out of memory (simulated)")
@@ -68,8 +69,8 @@ def test_failed_decode_leaves_no_output(tmp_path, monkeypatch):
     monkeypatch.setattr(BlockDecoder, "generate", crash)
     out = tmp_path / "gen" / "math.jsonl"
     with pytest.raises(RuntimeError, match="simulated"):
-        pipeline.run_decode(model_dir, "math", tmp_path / "data", "ntp",
-                            {"mode": "ntp", "solver": "ntp", "params": {}}, {"max_new_tokens": 4}, out)
+        pipeline.run_decode(model_dir, "math", {"limit": 3, "max_new_tokens": 4}, test_file, sampler_spec("ntp"), {},
+                            out)
     assert not out.exists()
     assert not (tmp_path / "gen").exists() or not any((tmp_path / "gen").iterdir())
 
