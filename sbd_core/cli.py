@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from . import pipeline, report
+from .launch import LaunchSettings
 from .settings import RuntimeSettings, from_section
 
 
@@ -31,23 +32,31 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     sub = p.add_subparsers(dest="stage", required=True)
 
-    s = sub.add_parser("data", help="synthetic train/valid rows and held-out test problems")
+    s = sub.add_parser("data", help="training documents: hub sources downloaded, synthetic tasks generated")
     s.add_argument("--spec", type=_json, required=True,
-                   help='{"tasks": [...], "train_per_task": N or {TASK: N}, "test_per_task": N, "valid_per_task": N, "seed": N}')
+                   help='the data section, e.g. {"sources": [{"name": "gsm8k"}, {"name": "math", "problems": 100}]}')
     s.add_argument("--out", type=Path, required=True)
 
-    s = sub.add_parser("base", help="base checkpoint: hub snapshot, local folder or tiny model pretrained here")
+    s = sub.add_parser("base", help="base checkpoint: hub snapshot, local folder, GGUF file or a tiny model pretrained")
     s.add_argument("--model-spec", type=_json, required=True)
-    s.add_argument("--data", type=Path, required=True)
     s.add_argument("--out", type=Path, required=True)
-    s.add_argument("--checkpoints", type=Path, required=True, help="resume state (kept until the stage succeeds)")
+    s.add_argument("--data", type=Path, default=None, help="scratch models: the data stage's folder")
+    s.add_argument("--checkpoints", type=Path, default=None, help="scratch models: resume state of the pretraining")
 
-    s = sub.add_parser("finetune", help="NTP or SBD fine-tuning of a base checkpoint")
+    s = sub.add_parser("pack", help="tokenise and pack the training documents for one base model")
+    s.add_argument("--spec", type=_json, required=True, help="the config's data section plus max_length")
+    s.add_argument("--base", type=Path, required=True, help="the base checkpoint (its tokenizer decides the tokens)")
+    s.add_argument("--data", type=Path, required=True, help="the data stage's folder")
+    s.add_argument("--out", type=Path, required=True)
+
+    s = sub.add_parser("finetune", help="NTP or SBD fine-tuning of a base checkpoint, through the torchrun launcher")
     s.add_argument("--base", type=Path, required=True)
-    s.add_argument("--data", type=Path, required=True)
-    s.add_argument("--objective", choices=["ntp", "sbd"], required=True)
+    s.add_argument("--data", type=Path, required=True, help="the pack stage's folder")
+    s.add_argument("--objective", required=True, help="ntp, sbd, ... (sbd_core.train.TrainConfig)")
     s.add_argument("--spec", type=_json, required=True)
     s.add_argument("--runtime", type=_json, default={})
+    s.add_argument("--nodes", type=int, default=1, help="nodes (more than one: inside a SLURM allocation)")
+    s.add_argument("--processes", type=int, default=1, help="processes per node (one per GPU)")
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--checkpoints", type=Path, required=True)
 
@@ -92,12 +101,15 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     progress = not args.no_progress
     if args.stage == "data":
-        pipeline.run_data(from_section(pipeline.DataSpec, args.spec, "data"), args.out)
+        pipeline.run_data(args.spec, args.out)
     elif args.stage == "base":
-        pipeline.run_base(args.model_spec, args.data, args.out, args.checkpoints, progress)
+        pipeline.run_base(args.model_spec, args.out, args.data, args.checkpoints, progress)
+    elif args.stage == "pack":
+        pipeline.run_pack(args.spec, args.base, args.data, args.out)
     elif args.stage == "finetune":
+        layout = LaunchSettings(nodes=args.nodes, processes_per_node=args.processes)
         pipeline.run_finetune(args.base, args.data, args.objective, args.spec, args.out, args.checkpoints,
-                              args.runtime, progress)
+                              args.runtime, layout, args.threads)
     elif args.stage == "benchmark":
         pipeline.run_benchmark(args.name, args.settings, args.out)
     elif args.stage == "decode":

@@ -1,17 +1,19 @@
 """Launching a fine-tune on 1 to N processes and nodes with ``torchrun`` (torch.distributed.run), the same on CPU and GPU.
 
-A fine-tune is described by one JSON *request* (below). :func:`launch` runs ``torchrun`` on this machine;
-:func:`torchrun_command` gives the command line for a cluster job (under SLURM: ``srun`` it once per node, every node
-with the same ``--rdzv-endpoint``). Every process runs :func:`worker`, which loads the base checkpoint (fp32 master
-weights), prepares the SBD mask token, reads the training rows, trains (:func:`sbd_core.train.train`) and, in the main
-process, saves the fine-tuned checkpoint (gathered weights, in the base model's dtype) and removes the resume state.
-A rerun after a kill or time limit resumes from the newest checkpoint, on any number of processes.
+A fine-tune is described by one JSON *request* (below) and a layout (:class:`LaunchSettings`: nodes x processes per
+node, one process per GPU). :func:`launch` runs ``torchrun`` on this machine, or, for several nodes inside a SLURM
+allocation, ``srun`` of one ``torchrun`` per node that meet at this node (:func:`slurm_command`);
+:func:`torchrun_command` gives the command line for other clusters (start it on every node with the same
+``--rdzv-endpoint``). Every process runs :func:`worker`, which loads the base checkpoint (fp32 master weights), reads
+the training rows, prepares the SBD mask token, trains (:func:`sbd_core.train.train`) and, in the main process, saves
+the fine-tuned checkpoint (gathered weights, in the base model's dtype) and removes the resume state. A rerun after a
+kill or time limit resumes from the newest checkpoint, on any number of processes.
 
 Request keys: ``base`` (checkpoint folder), ``data`` (a built training mix, :mod:`sbd_core.training_data`, or a folder
 with the synthetic ``train.jsonl`` of ``prompt``/``target`` rows), ``objective`` ("sbd" | "ntp"), ``train``
 (:class:`sbd_core.train.TrainConfig` keys), ``out``, ``checkpoints``; optional ``allow_resize`` (mask token),
-``device`` ("cuda" | "cpu"), ``stop_after_steps`` (train up to that step, checkpoint and exit: for time-limited jobs),
-``extra_files`` ({name: JSON} written into the output, e.g. provenance).
+``device`` ("cuda" | "cpu"), ``threads`` (torch CPU threads per process), ``stop_after_steps`` (train up to that step,
+checkpoint and exit: for time-limited jobs), ``extra_files`` ({name: JSON} written into the output, e.g. provenance).
 
     python -m sbd_core.launch --request req.json --processes 8 [--nodes 2 --rdzv-endpoint host:29500]
 """
@@ -22,15 +24,42 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import shutil
+import socket
 import subprocess
 import sys
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 REQUIRED = ("base", "data", "objective", "train", "out", "checkpoints")
-OPTIONAL = ("allow_resize", "device", "stop_after_steps", "extra_files")
+OPTIONAL = ("allow_resize", "device", "threads", "stop_after_steps", "extra_files")
+RDZV_PORT = 29500
 log = logging.getLogger("sbd_core")
+
+
+@dataclass(frozen=True)
+class LaunchSettings:
+    """Where a fine-tune runs (config ``finetune`` keys): ``nodes`` x ``processes_per_node`` processes (one per GPU;
+    on the CPU, processes), and how many times the workflow resubmits a failed or timed-out job (``resubmit``; each
+    resubmission resumes from the newest checkpoint). Several nodes need a SLURM allocation (:func:`slurm_command`)."""
+
+    nodes: int = 1
+    processes_per_node: int = 1
+    resubmit: int = 0
+
+    def __post_init__(self):
+        for name in ("nodes", "processes_per_node"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"finetune.{name} must be an integer >= 1, got {value!r}")
+        if isinstance(self.resubmit, bool) or not isinstance(self.resubmit, int) or self.resubmit < 0:
+            raise ValueError(f"finetune.resubmit must be an integer >= 0, got {self.resubmit!r}")
+
+    @property
+    def processes(self) -> int:
+        """All processes of the run (the data-parallel world size)."""
+        return self.nodes * self.processes_per_node
 
 
 def check_request(request: dict) -> dict:
@@ -62,14 +91,38 @@ def torchrun_command(request_path, processes: int, nodes: int = 1, rdzv_endpoint
     return cmd + ["-m", "sbd_core.launch", "--worker", "--request", str(request_path)]
 
 
+def slurm_command(request_path, processes: int, nodes: int, device: str | None = None) -> list[str]:
+    """``srun`` of one ``torchrun`` per node of the current SLURM allocation (``nodes`` nodes), which meet at this node.
+
+    Called from the job's own command, which SLURM runs on the allocation's first node (the slurm profile submits a
+    multi-node fine-tune so, see ``workflow/rules/finetune.smk``); each node's torchrun starts ``processes`` workers.
+    """
+    job_id = os.environ.get("SLURM_JOB_ID")
+    if not job_id:
+        raise RuntimeError(f"a fine-tune on {nodes} nodes must run inside a SLURM allocation of {nodes} nodes (the "
+                           "slurm profile submits it so); elsewhere start `python -m sbd_core.launch --nodes N "
+                           "--rdzv-endpoint host:port` on every node yourself")
+    srun = ["srun", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1",
+            f"--cpus-per-task={len(os.sched_getaffinity(0))}", "--kill-on-bad-exit=1"]
+    if (device or "cuda").startswith("cuda"):
+        srun.append(f"--gpus-per-node={processes}")
+    endpoint = f"{socket.gethostname()}:{RDZV_PORT}"
+    return srun + torchrun_command(request_path, processes, nodes, endpoint, job_id=f"sbd-{job_id}")
+
+
 def launch(request: dict, processes: int = 1, nodes: int = 1, rdzv_endpoint: str | None = None,
            env: dict | None = None, log_file=None) -> None:
-    """Run the fine-tune ``request`` under torchrun on this machine; raise if any process fails."""
+    """Run the fine-tune ``request`` on ``nodes`` x ``processes`` workers: torchrun on this machine, or (several nodes,
+    no ``rdzv_endpoint``) one torchrun per node of the SLURM allocation; raise if any process fails."""
     check_request(request)
     Path(request["checkpoints"]).mkdir(parents=True, exist_ok=True)
     request_path = Path(request["checkpoints"]) / "request.json"
     request_path.write_text(json.dumps(request, indent=1))
-    cmd = torchrun_command(request_path, processes, nodes, rdzv_endpoint)
+    if nodes > 1 and rdzv_endpoint is None:
+        cmd = slurm_command(request_path, processes, nodes, request.get("device"))
+    else:
+        cmd = torchrun_command(request_path, processes, nodes, rdzv_endpoint)
+    log.info("launching %d x %d fine-tune processes: %s", nodes, processes, shlex.join(cmd))
     out = open(log_file, "a") if log_file else None
     try:
         done = subprocess.run(cmd, env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT if out else None)
@@ -97,17 +150,22 @@ def load_training_rows(data_dir, tokenizer, max_length: int):
 
 def worker(request: dict) -> dict:
     """One process of a fine-tune (see the module doc); returns the training summary."""
+    import torch
+
     from . import checkpoint, distributed
     from .mask_token import setup_mask_token
     from .train import TrainConfig, train
 
+    if request.get("threads"):
+        torch.set_num_threads(request["threads"])
     runtime = distributed.init_runtime(request.get("device"))
     config = TrainConfig(objective=request["objective"], **request["train"])
     model, tokenizer = checkpoint.load(request["base"], dtype="float32")
     base_config = json.loads((Path(request["base"]) / "config.json").read_text())
     base_dtype = base_config.get("dtype") or base_config.get("torch_dtype") or "float32"
-    setup_mask_token(tokenizer, model, allow_resize=request.get("allow_resize", False))
+    # the rows are checked against the tokenizer they were made with, before a new mask token may extend it
     rows = load_training_rows(request["data"], tokenizer, config.max_length)
+    setup_mask_token(tokenizer, model, allow_resize=request.get("allow_resize", False))
     checkpoints = Path(request["checkpoints"])
     log_path = checkpoints / "train_log.jsonl"
     summary = train(model, tokenizer, rows, config, checkpoints, log_path, progress=runtime.is_main,

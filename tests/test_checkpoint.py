@@ -1,4 +1,4 @@
-"""Checkpoints: atomic safetensors round trip, pinned hub revisions, clear offline errors; the data stage's counts."""
+"""Checkpoints: atomic safetensors round trip, pinned hub revisions, clear offline errors."""
 
 import os
 import subprocess
@@ -8,8 +8,7 @@ import pytest
 import torch
 
 from conftest import char_tokenizer, tiny_model
-from sbd_core import checkpoint, pipeline
-from sbd_core.io_utils import read_jsonl
+from sbd_core import checkpoint
 
 
 def test_save_and_load_round_trip(tmp_path):
@@ -38,15 +37,3 @@ def test_hub_download_offline_says_what_to_do(tmp_path):
     assert out.returncode != 0
     assert "offline" in out.stderr and "--revision d04e592bb4f6aa9cfee91e2e20afa771667e1d4b" in out.stderr
     assert not (tmp_path / "m").exists()
-
-
-def test_data_stage_counts_per_task(tmp_path):
-    pipeline.run_data(pipeline.DataSpec(["math", "code"], {"math": 7, "code": 3}, valid_per_task=2), tmp_path)
-    train = read_jsonl(tmp_path / "train.jsonl")
-    assert [r["task"] for r in train].count("math") == 7 and [r["task"] for r in train].count("code") == 3
-    assert len(read_jsonl(tmp_path / "valid.jsonl")) == 4
-    test_file = pipeline.run_benchmark("code", {"limit": 4}, tmp_path / "bench")
-    test_prompts = {p["prompt"] for p in read_jsonl(test_file)}
-    assert len(test_prompts) == 4 and not test_prompts & {r["prompt"] for r in train}
-    with pytest.raises(ValueError, match="no count for task"):
-        pipeline.run_data(pipeline.DataSpec(["math", "code"], {"math": 7}), tmp_path / "bad")

@@ -1,6 +1,6 @@
 """The pipeline stages as plain functions; each reads the previous stages' files only (never their internals), writes
 its outputs atomically with a provenance record, and is what both the Snakemake rules and ``python -m sbd_core <stage>``
-call. Training: :mod:`.training` (data, base, finetune); evaluation: :mod:`.evaluation` (benchmark, decode, score);
+call. Training: :mod:`.training` (data, base, pack, finetune); evaluation: :mod:`.evaluation` (benchmark, decode, score);
 :func:`run_report` (tables and figures from score files).
 """
 
@@ -11,11 +11,12 @@ from pathlib import Path
 from ..io_utils import write_json_atomic
 from ..provenance import provenance
 from .evaluation import cost_aggregates, run_benchmark, run_decode, run_score, score_generations
-from .training import DataSpec, build_scratch_model, run_base, run_data, run_finetune, train_config, training_pairs
+from .training import (build_scratch_model, check_layout, run_base, run_data, run_finetune, run_pack,
+                       synthetic_pairs, train_config)
 
-__all__ = ["DataSpec", "build_scratch_model", "cost_aggregates", "run_base", "run_benchmark", "run_data",
-           "run_decode", "run_finetune", "run_report", "run_score", "score_generations", "train_config",
-           "training_pairs"]
+__all__ = ["build_scratch_model", "check_layout", "cost_aggregates", "run_base", "run_benchmark", "run_data",
+           "run_decode", "run_finetune", "run_pack", "run_report", "run_score", "score_generations",
+           "synthetic_pairs", "train_config"]
 
 
 def run_report(scores: list[Path], out_dir: Path, paper_table: Path | None, paper_bases: dict | None = None) -> None:

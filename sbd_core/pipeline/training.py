@@ -1,4 +1,10 @@
-"""The training stages: data (training rows), base (a checkpoint to start from) and finetune (one objective)."""
+"""The training stages: data (training documents), base (a checkpoint to start from), pack (the documents tokenised and
+packed for one base model) and finetune (one objective, through the torchrun launcher).
+
+Where each runs: ``data`` and a fetched ``base`` download (login node, internet); ``pack`` is CPU work; ``finetune``
+runs on ``nodes`` x ``processes_per_node`` processes (:class:`sbd_core.launch.LaunchSettings`), also when that is one
+CPU process, so the embedded default, the one-GPU pilot and the paper's multi-node runs share one code path.
+"""
 
 from __future__ import annotations
 
@@ -6,56 +12,44 @@ import hashlib
 import json
 import logging
 import shutil
-from dataclasses import asdict, dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 
 import torch
 
 from .. import checkpoint
-from ..io_utils import read_jsonl, write_json_atomic, write_jsonl_atomic
+from ..io_utils import read_jsonl, write_json_atomic
+from ..launch import LaunchSettings, launch
 from ..provenance import provenance
+from ..training_data import MixSpec, build, fetch
+from ..training_data.build import MANIFEST
 
 log = logging.getLogger("sbd_core")
 
 
 # --------------------------------------------------------------------------------------------------------------- data
-def per_task(count: int | dict, tasks: list[str]) -> dict[str, int]:
-    """One count for every task, or a ``{task: count}`` mapping that must name every task."""
-    if isinstance(count, int):
-        return {name: count for name in tasks}
-    missing = sorted(set(tasks) - set(count))
-    if missing:
-        raise ValueError(f"train_per_task gives no count for task(s) {missing}; give one integer or one per task")
-    return {name: int(count[name]) for name in tasks}
+def run_data(spec: dict, out_dir: Path) -> None:
+    """Every source's training documents under ``out_dir/<name>/``: hub sources downloaded at their pinned revisions
+    (sources with a local ``path`` are read in place), the synthetic tasks' training problems generated
+    (config ``data`` section; see :mod:`sbd_core.training_data`)."""
+    mix = MixSpec.from_dict(spec)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    folders = fetch(mix, out_dir)
+    write_json_atomic(provenance("data", {**spec, "folders": folders}, mix.seed), out_dir / "provenance.json")
 
 
-@dataclass(frozen=True)
-class DataSpec:
-    """The data stage's settings: training and validation rows of synthetic tasks (config ``data`` section)."""
-
-    tasks: tuple[str, ...]
-    train_per_task: int | dict
-    valid_per_task: int = 50
-    seed: int = 0
-
-
-def run_data(spec: DataSpec, out_dir: Path) -> None:
-    """Train/valid (prompt, target) rows of the synthetic tasks (their test problems are the benchmarks' own)."""
-    from ..benchmarks import get_benchmark
-
-    out_dir, tasks = Path(out_dir), list(spec.tasks)
-    for split, counts in (("train", per_task(spec.train_per_task, tasks)), ("valid", per_task(spec.valid_per_task, tasks))):
-        rows = [row for name in tasks for row in get_benchmark(name).training_rows(split, counts[name], spec.seed)]
-        write_jsonl_atomic(rows, out_dir / f"{split}.jsonl")
-    write_json_atomic(provenance("data", asdict(spec), spec.seed), out_dir / "provenance.json")
+def synthetic_pairs(data_dir: Path) -> list[tuple[str, str]]:
+    """The (prompt, target) rows of the synthetic tasks the data stage generated, in task order (math, code)."""
+    files = [Path(data_dir) / name / "train.jsonl" for name in ("math", "code")]
+    pairs = [(r["prompt"], r["target"]) for f in files if f.is_file() for r in read_jsonl(f)]
+    if not pairs:
+        raise ValueError(f"a scratch base model is pretrained on the synthetic tasks, but {data_dir} holds none: add "
+                         "{name: math, problems: N} and/or {name: code, problems: N} to data.sources")
+    return pairs
 
 
-def training_pairs(data_dir: Path, split: str = "train") -> list[tuple[str, str]]:
-    """The (prompt, target) rows the data stage wrote."""
-    return [(r["prompt"], r["target"]) for r in read_jsonl(Path(data_dir) / f"{split}.jsonl")]
-
-
-# --------------------------------------------------------------------------------------------------------------- train
+# --------------------------------------------------------------------------------------------------------------- base
 def train_config(objective: str, spec: dict):
     """A :class:`TrainConfig` from a config section, rejecting unknown keys by name."""
     from ..train import TrainConfig
@@ -65,41 +59,6 @@ def train_config(objective: str, spec: dict):
     if unknown:
         raise ValueError(f"unknown training setting(s) {unknown}; allowed: {sorted(allowed)}")
     return TrainConfig(objective=objective, **spec)
-
-
-def _file_digest(path: Path) -> str | None:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest() if Path(path).exists() else None
-
-
-def _fresh_checkpoints(checkpoint_dir: Path, settings: dict, inputs: list[Path]) -> None:
-    """Drop checkpoints left by a run with other settings or inputs: resuming is only valid for the same run."""
-    stamp_of = {"settings": settings, "inputs": {str(p): _file_digest(p) for p in inputs}}
-    fingerprint = hashlib.sha256(json.dumps(stamp_of, sort_keys=True, default=str).encode()).hexdigest()
-    stamp = checkpoint_dir / "settings.sha256"
-    if checkpoint_dir.exists() and (not stamp.exists() or stamp.read_text() != fingerprint):
-        log.warning("checkpoints in %s come from other settings; starting fresh", checkpoint_dir)
-        shutil.rmtree(checkpoint_dir)
-    checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(fingerprint)
-
-
-def _train_and_save(model, tokenizer, objective, spec, data_dir, out_dir, checkpoint_dir, stage, settings, progress,
-                    base_dir=None):
-    from ..train import tokenize_examples, train
-
-    config = train_config(objective, spec)
-    torch.manual_seed(config.seed)
-    checkpoint_dir = Path(checkpoint_dir)
-    # the base's provenance changes whenever it is remade (hashing 16 GB of weights would not be cheap)
-    inputs = [Path(data_dir) / "train.jsonl"] + ([Path(base_dir) / "provenance.json"] if base_dir else [])
-    _fresh_checkpoints(checkpoint_dir, settings, inputs)
-    rows = tokenize_examples(tokenizer, training_pairs(data_dir), config.max_length)
-    log_path = checkpoint_dir / "train_log.jsonl"
-    summary = train(model, tokenizer, rows, config, checkpoint_dir, log_path, progress=progress)
-    checkpoint.save(model, tokenizer, out_dir,
-                    {"provenance.json": provenance(stage, settings, config.seed), "train_summary.json": summary},
-                    copy_files={"train_log.jsonl": log_path})
-    shutil.rmtree(checkpoint_dir)  # the finished model replaces the resume state
 
 
 def build_scratch_model(arch: dict, tokenizer):
@@ -117,39 +76,105 @@ def build_scratch_model(arch: dict, tokenizer):
     return model_cls(config_cls(vocab_size=len(tokenizer), tie_word_embeddings=True, **ids, **arch))
 
 
-def run_base(model_spec: dict, data_dir: Path, out_dir: Path, checkpoint_dir: Path, progress: bool = True) -> None:
-    """Make the base checkpoint: a pinned hub snapshot, a local folder, or a tiny model pretrained here (NTP)."""
-    source, out_dir = model_spec.get("source"), Path(out_dir)
-    if source == "hub":
-        checkpoint.download(model_spec["repo_id"], model_spec.get("revision"), out_dir)
-        write_json_atomic(provenance("base", model_spec), out_dir / "provenance.json")
-    elif source == "local":
-        model, tokenizer = checkpoint.load(model_spec["path"])
-        checkpoint.save(model, tokenizer, out_dir, {"provenance.json": provenance("base", model_spec)})
-    elif source == "scratch":
-        from ..tokenizer import build_tokenizer
+def pretrain_scratch(model_spec: dict, data_dir: Path, out_dir: Path, checkpoint_dir: Path, progress: bool = True):
+    """A tokenizer and a tiny model built here and pretrained (NTP, one process) on the synthetic tasks' rows."""
+    from ..tokenizer import build_tokenizer
+    from ..train import tokenize_examples, train
 
-        pairs = training_pairs(data_dir)
-        tokenizer = build_tokenizer([p + t for p, t in pairs], model_spec.get("vocab_size", 512))
-        torch.manual_seed(model_spec.get("pretrain", {}).get("seed", 0))
-        model = build_scratch_model(model_spec["arch"], tokenizer)
-        _train_and_save(model, tokenizer, "ntp", model_spec.get("pretrain", {}), data_dir, out_dir, checkpoint_dir,
-                        "base", model_spec, progress)
-    else:
-        raise ValueError(f"model source must be 'scratch', 'hub' or 'local', got {source!r}")
+    pairs = synthetic_pairs(data_dir)
+    tokenizer = build_tokenizer([p + t for p, t in pairs], model_spec.get("vocab_size", 512))
+    config = train_config("ntp", model_spec.get("pretrain", {}))
+    torch.manual_seed(config.seed)
+    model = build_scratch_model(model_spec["arch"], tokenizer)
+    checkpoint_dir = Path(checkpoint_dir)
+    fresh_checkpoints(checkpoint_dir, model_spec, [Path(data_dir) / "provenance.json"])
+    log_path = checkpoint_dir / "train_log.jsonl"
+    rows = tokenize_examples(tokenizer, pairs, config.max_length)
+    summary = train(model, tokenizer, rows, config, checkpoint_dir, log_path, progress=progress)
+    checkpoint.save(model, tokenizer, out_dir,
+                    {"provenance.json": provenance("base", model_spec, config.seed), "train_summary.json": summary},
+                    copy_files={"train_log.jsonl": log_path})
+    shutil.rmtree(checkpoint_dir)  # the finished model replaces the resume state
+
+
+def run_base(model_spec: dict, out_dir: Path, data_dir: Path | None = None, checkpoint_dir: Path | None = None,
+             progress: bool = True) -> None:
+    """Make the base checkpoint: fetched from its source (hub, local folder, GGUF; see :func:`checkpoint.fetch`) or,
+    for ``source: scratch``, pretrained here on the synthetic tasks (needs ``data_dir`` and ``checkpoint_dir``)."""
+    out_dir = Path(out_dir)
+    if model_spec.get("source") == "scratch":
+        if data_dir is None or checkpoint_dir is None:
+            raise ValueError("a scratch base model needs the data stage's folder and a checkpoint folder")
+        pretrain_scratch(model_spec, data_dir, out_dir, checkpoint_dir, progress)
+        return
+    checkpoint.fetch(model_spec, out_dir)
+    write_json_atomic(provenance("base", model_spec), out_dir / "provenance.json")
+
+
+# --------------------------------------------------------------------------------------------------------------- pack
+def run_pack(spec: dict, base_dir: Path, data_dir: Path, out_dir: Path) -> dict:
+    """The data stage's documents tokenised with the base model's tokenizer (and chat template), selected by the token
+    budget and packed into rows of ``max_length`` tokens (``spec``: the ``data`` section plus ``max_length``)."""
+    from transformers import AutoTokenizer
+
+    mix = MixSpec.from_dict(spec)
+    tokenizer = AutoTokenizer.from_pretrained(base_dir)
+    manifest = build(mix, tokenizer, data_dir, out_dir)
+    inputs = {"base": str(base_dir), "data": str(data_dir)}
+    write_json_atomic(provenance("pack", {**spec, **inputs}, mix.seed), Path(out_dir) / "provenance.json")
+    return manifest
+
+
+# --------------------------------------------------------------------------------------------------------------- train
+def _file_digest(path: Path) -> str | None:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest() if Path(path).exists() else None
+
+
+def fresh_checkpoints(checkpoint_dir: Path, settings: dict, inputs: list[Path]) -> None:
+    """Drop checkpoints left by a run with other settings or inputs: resuming is only valid for the same run.
+
+    ``inputs``: small files that change whenever an input is remade (provenance records, manifests); hashing the
+    weights or data themselves would not be cheap."""
+    stamp_of = {"settings": settings, "inputs": {str(p): _file_digest(p) for p in inputs}}
+    fingerprint = hashlib.sha256(json.dumps(stamp_of, sort_keys=True, default=str).encode()).hexdigest()
+    stamp = checkpoint_dir / "settings.sha256"
+    if checkpoint_dir.exists() and (not stamp.exists() or stamp.read_text() != fingerprint):
+        log.warning("checkpoints in %s come from other settings; starting fresh", checkpoint_dir)
+        shutil.rmtree(checkpoint_dir)
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(fingerprint)
 
 
 def run_finetune(base_dir: Path, data_dir: Path, objective: str, spec: dict, out_dir: Path, checkpoint_dir: Path,
-                 runtime: dict | None = None, progress: bool = True) -> None:
-    """Fine-tune the base checkpoint with the ``ntp`` or ``sbd`` objective (same data, steps and optimizer)."""
-    from ..mask_token import setup_mask_token
+                 runtime: dict | None = None, layout: LaunchSettings = LaunchSettings(),
+                 threads: int | None = None) -> None:
+    """Fine-tune the base checkpoint with one objective on the packed rows (``data_dir``, the pack stage's output),
+    through the torchrun launcher on ``layout`` (same data, steps and optimizer for every objective).
 
-    runtime = runtime or {}
+    ``spec``: TrainConfig keys plus ``allow_resize``; ``runtime``: ``{"device": ...}``; ``threads``: CPU threads of the
+    whole job, shared by its processes. A rerun resumes from ``checkpoint_dir`` when the settings and inputs match,
+    whatever the layout."""
     spec = dict(spec)
     allow_resize = spec.pop("allow_resize", False)
-    model, tokenizer = checkpoint.load(base_dir, runtime.get("device", "cpu"), runtime.get("dtype", "float32"))
-    model.train()
-    setup_mask_token(tokenizer, model, allow_resize=allow_resize)  # both arms: identical models apart from the loss
-    settings = {"objective": objective, "finetune": spec, "base": str(base_dir)}
-    _train_and_save(model, tokenizer, objective, spec, data_dir, out_dir, checkpoint_dir, "finetune", settings,
-                    progress, base_dir=base_dir)
+    config = train_config(objective, spec)  # named errors before any process starts
+    settings = {"objective": objective, "finetune": spec, "allow_resize": allow_resize, "base": str(base_dir),
+                "data": str(data_dir)}
+    checkpoint_dir = Path(checkpoint_dir)
+    fresh_checkpoints(checkpoint_dir, settings, [Path(base_dir) / "provenance.json", Path(data_dir) / MANIFEST])
+    request = {"base": str(base_dir), "data": str(data_dir), "objective": objective, "train": spec,
+               "out": str(out_dir), "checkpoints": str(checkpoint_dir), "allow_resize": allow_resize,
+               "device": (runtime or {}).get("device", "cpu"),
+               "extra_files": {"provenance.json": provenance("finetune", settings, config.seed)}}
+    if threads:
+        request["threads"] = max(1, threads // layout.processes_per_node)
+    launch(request, layout.processes_per_node, layout.nodes)
+
+
+def check_layout(objectives: list[str], spec: dict, layout: LaunchSettings) -> None:
+    """Fail before any job runs when the training settings cannot be laid out on ``layout``'s processes (e.g.
+    ``tokens_per_step`` not a multiple of batch_size x max_length x processes)."""
+    from ..train import micro_batches_per_step
+
+    spec = {k: v for k, v in spec.items() if k != "allow_resize"}
+    for objective in objectives:
+        micro_batches_per_step(train_config(objective, spec), layout.processes)

@@ -1,16 +1,18 @@
-"""The fine-tuning mix: download (login node), then tokenise, select by token budget, pack and cache (once).
+"""The fine-tuning mix: fetch (login node), then tokenise, select by token budget, pack and cache (once per tokenizer).
 
 Two steps, so the download can run where there is internet and the rest where the compute is:
-1. :func:`download` fetches each hub source's pinned files into ``raw_dir/<name>/`` (sources with a local ``path`` are
-   skipped).
+1. :func:`fetch` downloads each hub source's pinned files into ``raw_dir/<name>/`` (sources with a local ``path`` are
+   skipped) and writes the synthetic tasks' training problems (``problems`` of them) to ``raw_dir/<name>/train.jsonl``.
 2. :func:`build` reads those files (or the local override, in the data set's own schema), turns every record into a
    chat (system prompt by the source's kind), tokenises it with the base model's tokenizer and chat template
-   (:func:`sbd_core.chat.tokenize_chat`: ids + a response mask), drops documents longer than a training row (counted in
-   the manifest), picks documents per source in a seeded random order until the source's share of ``budget_tokens``
-   is reached (reshuffled passes when one is not enough; ``budget_tokens: null`` takes every document once), shuffles
-   the mix and packs it into rows of ``max_length`` tokens with TRL's best-fit-decreasing packer, which never splits a
-   document. Output: ``out_dir/packed`` (a ``datasets`` folder: ``input_ids``, ``target``, ``doc_lengths`` per row) and
-   ``out_dir/manifest.json`` (sources, revisions, counts, tokens per source, passes, packing fill, chat template).
+   (:func:`sbd_core.chat.tokenize_chat`: ids + a response mask; plain sources: ``bos + prompt + target + eos``),
+   drops documents longer than a training row (counted in the manifest), picks documents per source in a seeded
+   random order until the source's share of ``budget_tokens`` is reached (reshuffled passes when one is not enough;
+   ``budget_tokens: null`` takes every document once), shuffles the mix and packs it into rows of ``max_length``
+   tokens with TRL's best-fit-decreasing packer, which never splits a document (``packing: false``: one document per
+   row, in the order read; the trainer pads each batch). Output: ``out_dir/packed`` (a ``datasets`` folder:
+   ``input_ids``, ``target``, ``doc_lengths`` per row) and ``out_dir/manifest.json`` (sources, revisions, counts,
+   tokens per source, passes, packing fill, chat template).
 
 Training reads it with :func:`load_packed`; the trainer turns ``doc_lengths`` into document ids, so packed documents
 never attend to each other and their positions restart at 0 (:mod:`sbd_core.masking`).
@@ -21,27 +23,29 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 
 from ..chat import SYSTEM_PROMPTS, ensure_chat_template, tokenize_chat, with_system_prompt
-from ..io_utils import write_json_atomic
+from ..io_utils import write_json_atomic, write_jsonl_atomic
 from .sources import get_source
 
 MANIFEST = "manifest.json"
 PACKED = "packed"
-SOURCE_KEYS = {"name", "weight", "path", "revision"}
+SOURCE_KEYS = {"name", "weight", "path", "revision", "problems"}
 
 
 @dataclass
 class MixSpec:
     """The training-data section of a config (see the module doc)."""
 
-    sources: list[dict]  # [{"name": ..., "weight": ..., "path": <local file/glob/folder>, "revision": ...}, ...]
-    max_length: int  # tokens per packed row (= the fine-tune's max_length)
+    sources: list[dict]  # [{"name", "weight", "path": <local file/glob/folder>, "revision", "problems"}, ...]
+    max_length: int | None = None  # tokens per packed row (= the fine-tune's max_length); needed by build only
     budget_tokens: int | None = None  # total document tokens of the mix; None = every document once
+    packing: bool = True  # several documents per row; false: one per row
     seed: int = 0
     chat_template: str = "auto"  # auto | default | a Jinja template
     system_prompts: dict = field(default_factory=lambda: dict(SYSTEM_PROMPTS))
@@ -62,14 +66,16 @@ class MixSpec:
         if not self.sources:
             raise ValueError("training data needs at least one source")
         for entry in self.sources:
-            get_source(entry.get("name"))
-            unknown = sorted(set(entry) - SOURCE_KEYS)
-            if unknown:
-                raise ValueError(f"source {entry['name']!r}: unknown key(s) {unknown}; allowed: {sorted(SOURCE_KEYS)}")
-            if self.budget_tokens is not None and not entry.get("weight", 0) > 0:
-                raise ValueError(f"source {entry['name']!r} needs a weight > 0 when budget_tokens is set")
-        if self.max_length < 2:
+            _check_source(entry, self.budget_tokens is not None)
+        names = [entry["name"] for entry in self.sources]
+        if len(set(names)) != len(names):
+            raise ValueError(f"training data sources must be listed once each, got {names}")
+        if self.max_length is not None and self.max_length < 2:
             raise ValueError(f"max_length must be >= 2, got {self.max_length}")
+
+    def has_chats(self) -> bool:
+        """Whether any source is chat-formatted (then the tokenizer needs a chat template)."""
+        return any(get_source(e["name"]).kind != "plain" for e in self.sources)
 
     def shares(self) -> dict[str, int | None]:
         """Each source's token share of the budget (weights normalised), or None without a budget."""
@@ -79,21 +85,52 @@ class MixSpec:
         return {e["name"]: int(round(self.budget_tokens * e["weight"] / total)) for e in self.sources}
 
 
-# --------------------------------------------------------------------------------------------------------------- download
-def download(mix: MixSpec, raw_dir) -> dict:
-    """Fetch every hub source's pinned files into ``raw_dir/<name>``; return {name: folder}. Needs internet."""
+def _check_source(entry: dict, budget: bool) -> None:
+    """One ``sources`` entry: a known name, known keys, ``problems`` exactly for the generated sources."""
+    source = get_source(entry.get("name"))
+    unknown = sorted(set(entry) - SOURCE_KEYS)
+    if unknown:
+        raise ValueError(f"source {source.name!r}: unknown key(s) {unknown}; allowed: {sorted(SOURCE_KEYS)}")
+    if budget and not entry.get("weight", 0) > 0:
+        raise ValueError(f"source {source.name!r} needs a weight > 0 when budget_tokens is set")
+    if source.generated:
+        problems = entry.get("problems")
+        if isinstance(problems, bool) or not isinstance(problems, int) or problems < 1:
+            raise ValueError(f"source {source.name!r} is generated here: give its number of training problems, e.g. "
+                             f"{{name: {source.name}, problems: 1500}} (got problems={problems!r})")
+        if entry.keys() & {"path", "revision"}:
+            raise ValueError(f"source {source.name!r} is generated here: it takes no path or revision")
+    elif "problems" in entry:
+        raise ValueError(f"source {source.name!r} is a hub data set: 'problems' applies to the synthetic tasks only; "
+                         "use weight and budget_tokens to size it")
+
+
+# --------------------------------------------------------------------------------------------------------------- fetch
+def fetch(mix: MixSpec, raw_dir) -> dict:
+    """Download every hub source's pinned files into ``raw_dir/<name>`` (needs internet) and generate the synthetic
+    sources' training problems; return {name: folder}. Sources with a local ``path`` are read in place by
+    :func:`build`."""
     from ..hub import snapshot
 
     done = {}
     for entry in mix.sources:
-        if entry.get("path"):
+        source, folder = get_source(entry["name"]), Path(raw_dir) / entry["name"]
+        if source.generated:
+            _generate(source.name, entry["problems"], mix.seed, folder)
+        elif entry.get("path"):
             continue
-        source = get_source(entry["name"])
-        folder = Path(raw_dir) / source.name
-        snapshot(source.repo_id, entry.get("revision", source.revision), folder, list(source.files),
-                 repo_type="dataset")
+        else:
+            snapshot(source.repo_id, entry.get("revision", source.revision), folder, list(source.files),
+                     repo_type="dataset")
         done[source.name] = str(folder)
     return done
+
+
+def _generate(name: str, problems: int, seed: int, folder: Path) -> None:
+    """A synthetic task's ``problems`` training rows (``prompt``, ``target``) as ``folder/train.jsonl``."""
+    from ..benchmarks import get_benchmark
+
+    write_jsonl_atomic(get_benchmark(name).training_rows("train", problems, seed), folder / "train.jsonl")
 
 
 def source_files(entry: dict, raw_dir) -> list[Path]:
@@ -125,14 +162,20 @@ def _read(files: list[Path], cache_dir: Path):
 
 
 # --------------------------------------------------------------------------------------------------------------- build
-def _tokenize_record(record: dict, source_name: str, tokenizer, system_prompt: str) -> dict:
+def _tokenize_record(record: dict, source_name: str, tokenizer, system_prompt: str | None) -> dict:
+    from ..train import tokenize_examples
+
     source = get_source(source_name)
-    encoded = tokenize_chat(tokenizer, with_system_prompt(source.to_messages(record), system_prompt))
+    if source.kind == "plain":
+        encoded = tokenize_examples(tokenizer, [(record["prompt"], record["target"])], max_length=sys.maxsize)[0]
+    else:
+        encoded = tokenize_chat(tokenizer, with_system_prompt(source.to_messages(record), system_prompt))
     return {**encoded, "length": len(encoded["input_ids"])}
 
 
-def tokenize_source(records, source_name: str, tokenizer, system_prompt: str, num_proc: int = 1):
-    """Chat-format and tokenise every record: columns ``input_ids``, ``target`` (response mask), ``length``."""
+def tokenize_source(records, source_name: str, tokenizer, system_prompt: str | None, num_proc: int = 1):
+    """Chat-format (or, for plain sources, concatenate) and tokenise every record: columns ``input_ids``, ``target``
+    (response mask), ``length``."""
     source = get_source(source_name)
     missing = sorted(set(source.fields) - set(records.column_names))
     if missing:
@@ -173,12 +216,12 @@ def _source_part(entry: dict, mix: MixSpec, share, tokenizer, raw_dir, cache_dir
     """One source's selected documents and its manifest entry."""
     source = get_source(entry["name"])
     records = _read(source_files(entry, raw_dir), cache_dir)
-    tokens = tokenize_source(records, source.name, tokenizer, mix.system_prompts[source.kind], mix.num_proc)
+    tokens = tokenize_source(records, source.name, tokenizer, mix.system_prompts.get(source.kind), mix.num_proc)
     lengths = np.asarray(tokens["length"], dtype=np.int64)
     fits = np.flatnonzero(lengths <= mix.max_length)
     chosen = fits[select_documents(lengths[fits], share, mix.seed)]
     info = {"repo_id": source.repo_id, "revision": entry.get("revision", source.revision),
-            "path": entry.get("path"), "kind": source.kind, "documents": len(lengths),
+            "path": entry.get("path"), "problems": entry.get("problems"), "kind": source.kind, "documents": len(lengths),
             "dropped_overlong": int(len(lengths) - len(fits)), "share_tokens": share,
             "selected_documents": int(len(chosen)), "selected_tokens": int(lengths[chosen].sum()),
             "passes": float(lengths[chosen].sum() / max(lengths[fits].sum(), 1))}
@@ -188,20 +231,19 @@ def _source_part(entry: dict, mix: MixSpec, share, tokenizer, raw_dir, cache_dir
 def build(mix: MixSpec, tokenizer, raw_dir, out_dir) -> dict:
     """Tokenise, select, pack and save the mix into ``out_dir`` (atomically); return the manifest."""
     import datasets
-    from trl.data_utils import pack_dataset
 
+    if mix.max_length is None:
+        raise ValueError("building the training mix needs max_length (the fine-tune's finetune.max_length)")
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(f".{out_dir.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    template = ensure_chat_template(tokenizer, mix.chat_template)
+    template = ensure_chat_template(tokenizer, mix.chat_template) if mix.has_chats() else None
     shares = mix.shares()
     parts, infos = [], {}
     for entry in mix.sources:
         part, infos[entry["name"]] = _source_part(entry, mix, shares[entry["name"]], tokenizer, raw_dir, tmp / "cache")
         parts.append(part)
-    mixed = datasets.concatenate_datasets(parts).shuffle(seed=mix.seed)
-    packed = pack_dataset(mixed, seq_length=mix.max_length, strategy="bfd", map_kwargs={"batch_size": mix.pack_batch})
-    packed = packed.rename_column("seq_lengths", "doc_lengths")
+    packed = _rows(datasets.concatenate_datasets(parts), mix)
     packed.save_to_disk(str(tmp / PACKED))
     row_tokens = int(sum(sum(lengths) for lengths in packed["doc_lengths"]))
     manifest = {"settings": {**asdict(mix)}, "sources": infos, "rows": len(packed), "tokens": row_tokens,
@@ -213,6 +255,21 @@ def build(mix: MixSpec, tokenizer, raw_dir, out_dir) -> dict:
         shutil.rmtree(out_dir)
     tmp.rename(out_dir)
     return manifest
+
+
+def _single_document(doc: dict) -> dict:
+    return {"doc_lengths": [len(doc["input_ids"])]}
+
+
+def _rows(documents, mix: MixSpec):
+    """The training rows: documents shuffled and packed into rows of ``max_length`` tokens, or one document per row."""
+    from trl.data_utils import pack_dataset
+
+    if not mix.packing:
+        return documents.map(_single_document, desc="one document per row")
+    packed = pack_dataset(documents.shuffle(seed=mix.seed), seq_length=mix.max_length, strategy="bfd",
+                          map_kwargs={"batch_size": mix.pack_batch})
+    return packed.rename_column("seq_lengths", "doc_lengths")
 
 
 def load_packed(data_dir, tokenizer=None, max_length: int | None = None):
@@ -231,6 +288,7 @@ def load_packed(data_dir, tokenizer=None, max_length: int | None = None):
         if tokenizer_fingerprint(tokenizer) != manifest["tokenizer"]["fingerprint"]:
             raise ValueError(f"the training mix in {data_dir} was tokenised with another tokenizer "
                              f"({manifest['tokenizer']['name']}); rebuild it with this base model's tokenizer")
-        tokenizer.chat_template = manifest["chat_template"]
+        if manifest["chat_template"] is not None:
+            tokenizer.chat_template = manifest["chat_template"]
     rows = datasets.load_from_disk(str(data_dir / PACKED)).with_format("numpy")
     return rows, manifest

@@ -1,4 +1,5 @@
-"""The training data sets, pinned: where each lives on the hub, which files, and how a record becomes a conversation.
+"""The training data sets: where each comes from (a pinned hub revision, or generated here), which files, and how a
+record becomes a conversation.
 
 The paper fine-tunes on "mitigated" OpenMathReasoning and OpenCodeReasoning plus "a publicly available mix, similar to
 the one used for training Llama-3.1 Instruct". Our reading:
@@ -12,7 +13,10 @@ the one used for training Llama-3.1 Instruct". Our reading:
   describes. ODC-BY; some subsets are non-commercial.
 - ``gsm8k``: openai/gsm8k ``main`` train (7,473), for the one-GPU pilot; ``question`` -> user, ``answer`` -> assistant
   with the calculator annotations ``<<48/2=24>>`` removed (they are tool markup, not text), ending ``#### N``.
-Reasoning sets train under the "thinking on" system prompt, instruction sets under "thinking off" (:mod:`sbd_core.chat`).
+- ``math`` and ``code``: the embedded default's synthetic tasks (:mod:`sbd_core.tasks`), generated from a seed (their
+  ``train`` split; the benchmarks use the disjoint ``test`` split); ``prompt`` and ``target`` as plain text.
+Reasoning sets train under the "thinking on" system prompt, instruction sets under "thinking off"
+(:mod:`sbd_core.chat`); plain sets are ``bos + prompt + target + eos`` with the target mask on ``target + eos``.
 The paper's mitigations (bias and cybersecurity filtering) are not public; the sets are used as released.
 """
 
@@ -38,28 +42,39 @@ def _messages(record: dict) -> list[dict]:
 
 @dataclass(frozen=True)
 class Source:
-    """One data set: its pinned hub location, the files of the split we use, and its record -> messages converter."""
+    """One data set: where it comes from, the files of the split we use, and how a record becomes a document.
+
+    Hub sources name their pinned ``repo_id``/``revision`` and a record -> messages converter; generated sources (the
+    synthetic tasks) have neither: the data stage writes their records itself.
+    """
 
     name: str
-    repo_id: str
-    revision: str
+    kind: str  # "reasoning" / "instruct" (chat-formatted; picks the system prompt) or "plain" (prompt + target)
     files: tuple[str, ...]  # patterns inside the repository (also matched inside a local override folder)
-    kind: str  # "reasoning" or "instruct": picks the system prompt
     fields: tuple[str, ...]  # the record fields the converter reads
-    to_messages: Callable[[dict], list[dict]]
+    repo_id: str | None = None
+    revision: str | None = None
+    to_messages: Callable[[dict], list[dict]] | None = None
+
+    @property
+    def generated(self) -> bool:
+        """True for the synthetic tasks (made from a seed by the data stage, never downloaded)."""
+        return self.repo_id is None
 
 
 SOURCES = {s.name: s for s in (
-    Source("openmathreasoning", "nvidia/OpenMathReasoning", "d3d08664755704f422af97d43a7ff0ded4bd95df",
-           ("data/cot-*.parquet",), "reasoning", ("problem", "generated_solution"),
+    Source("openmathreasoning", "reasoning", ("data/cot-*.parquet",), ("problem", "generated_solution"),
+           "nvidia/OpenMathReasoning", "d3d08664755704f422af97d43a7ff0ded4bd95df",
            _pair("problem", "generated_solution")),
-    Source("opencodereasoning", "nvidia/OpenCodeReasoning", "e4073b2233876ec2a916be3a09fa3ad040f7d433",
-           ("split_0/train-*.parquet",), "reasoning", ("input", "output"), _pair("input", "output")),
-    Source("tulu3", "allenai/tulu-3-sft-mixture", "b14afda60f1bbebe55d5d2fa1e4df5042f97f8be",
-           ("data/train-*.parquet",), "instruct", ("messages",), _messages),
-    Source("gsm8k", "openai/gsm8k", "e53f048856ff4f594e959d75785d2c2d37b678ee",
-           ("main/train-*.parquet",), "instruct", ("question", "answer"),
+    Source("opencodereasoning", "reasoning", ("split_0/train-*.parquet",), ("input", "output"),
+           "nvidia/OpenCodeReasoning", "e4073b2233876ec2a916be3a09fa3ad040f7d433", _pair("input", "output")),
+    Source("tulu3", "instruct", ("data/train-*.parquet",), ("messages",),
+           "allenai/tulu-3-sft-mixture", "b14afda60f1bbebe55d5d2fa1e4df5042f97f8be", _messages),
+    Source("gsm8k", "instruct", ("main/train-*.parquet",), ("question", "answer"),
+           "openai/gsm8k", "e53f048856ff4f594e959d75785d2c2d37b678ee",
            _pair("question", "answer", lambda text: _CALCULATOR.sub("", text))),
+    Source("math", "plain", ("train.jsonl",), ("prompt", "target")),
+    Source("code", "plain", ("train.jsonl",), ("prompt", "target")),
 )}
 
 
