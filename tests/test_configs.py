@@ -1,4 +1,6 @@
-"""Every shipped config plans exactly what its file says (no merging with the default), and the workflow lints clean."""
+"""Every shipped config plans exactly what its file says (no merging with the default), the workflow lints clean, and
+the SLURM profile plans the paper's fine-tunes on several GPU nodes, needs an account and a partition, and keeps the
+downloads on the submitting node."""
 
 import os
 import re
@@ -17,8 +19,8 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile")]
 SHIPPED = sorted((ROOT / "config").glob("*.yaml"))
 
 
-def snakemake(workdir: Path, *args) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+def snakemake(workdir: Path, *args, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
     return subprocess.run(SNAKEMAKE + ["--directory", str(workdir), *args], capture_output=True, text=True,
                           env=env, timeout=300)
 
@@ -73,3 +75,65 @@ def test_schema_holds_no_defaults():
     """Defaults live in the stages' typed settings only (one home), never also in the schema."""
     schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
     assert "default" not in set(_keys(schema))
+
+
+# ------------------------------------------------------------------------------------------------ SLURM profile
+SLURM = ["--profile", str(ROOT / "workflow" / "profiles" / "slurm")]
+SITE = {"SBD_SLURM_ACCOUNT": "proj42", "SBD_SLURM_PARTITION": "gpu-h100"}
+
+
+def jobs(dry_run: str) -> list[dict]:
+    """Every job of a dry run (``-n -p``) as {"rule", "resources": {...}, "command"}."""
+    found = []
+    for m in re.finditer(r"^(?:local)?rule (\w+):\n((?:    .*\n)+)(?:Shell command: (.*))?", dry_run, re.M):
+        fields = dict(re.findall(r"^    (\w+): (.*)$", m.group(2), re.M))
+        resources = dict(pair.split("=", 1) for pair in fields.get("resources", "").split(", ") if "=" in pair)
+        found.append({"rule": m.group(1), "resources": resources, "command": m.group(3) or ""})
+    return found
+
+
+def test_paper_profile_plans_multi_node_finetunes_through_the_launcher(tmp_path):
+    out = snakemake(tmp_path, "-n", "-p", "--configfile", str(ROOT / "config" / "paper.yaml"), *SLURM, env=SITE)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    planned = jobs(out.stdout)
+    finetunes = [j for j in planned if j["rule"] == "finetune"]
+    assert len(finetunes) == 4  # 2 models x 2 objectives
+    for job in finetunes:  # 8 nodes x 8 GPUs: one task per node, whose command starts srun + torchrun itself
+        res = job["resources"]
+        assert (res["nodes"], res["tasks"], res["mpi"]) == ("8", "8", "srun")
+        assert res["slurm_extra"] == "--ntasks-per-node=1 --gpus-per-node=8"
+        assert (res["slurm_account"], res["slurm_partition"], res["runtime"]) == ("proj42", "gpu-h100", "2880")
+        assert "-m sbd_core" in job["command"] and " finetune " in job["command"]
+        assert "--nodes 8 --processes 8" in job["command"]
+    decodes = [j for j in planned if j["rule"] == "decode"]
+    assert decodes and all(j["resources"]["gpu"] == "1" for j in decodes)
+    downloads = [j for j in planned if j["rule"] in ("data", "fetch_base", "benchmark")]
+    assert len(downloads) == 1 + 2 + 5 and not any("gpu" in j["resources"] for j in downloads)
+
+
+def test_slurm_profile_names_the_missing_account_and_partition(tmp_path):
+    env = {"SBD_SLURM_ACCOUNT": "", "SBD_SLURM_PARTITION": ""}
+    out = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "config" / "paper.yaml"), *SLURM, env=env)
+    assert out.returncode != 0
+    message = out.stdout + out.stderr
+    assert "SLURM settings unset" in message and "slurm_account" in message and "slurm_partition" in message
+    assert "export SBD_SLURM_ACCOUNT=" in message and not (tmp_path / "results").exists()
+
+
+@pytest.mark.slow
+def test_downloads_run_on_the_submitting_node(tmp_path):
+    """Under the SLURM profile, the download jobs run here (no sbatch; they fail offline with our message) while
+    compute jobs would be submitted: fake SLURM tools record every call."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sbatch", "sacct", "squeue", "sacctmgr", "sinfo", "scontrol", "srun", "scancel"):
+        (bin_dir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> {tmp_path}/calls.log\nexit 1\n')
+        (bin_dir / tool).chmod(0o755)
+    targets = ["results/paper-8b/data", "results/paper-8b/models/qwen-3-8b/base"]
+    out = snakemake(tmp_path, "--configfile", str(ROOT / "config" / "paper.yaml"), *SLURM, "--keep-going", "--slurm-init-seconds-before-status-checks", "1", *targets,
+                    env={**SITE, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    log = out.stdout + out.stderr
+    assert "localrule data:" in log and "localrule fetch_base:" in log
+    calls = (tmp_path / "calls.log").read_text() if (tmp_path / "calls.log").exists() else ""
+    assert "sbatch" not in calls
+    assert "download it on a connected machine" in (tmp_path / "results/paper-8b/logs/base/qwen-3-8b.log").read_text()

@@ -44,8 +44,8 @@ def smoke(tmp_path_factory):
 def test_whole_dag_produces_report_and_sane_summary(smoke):
     workdir, _, log = smoke
     counts = job_counts(log)
-    assert counts == {"data": 1, "benchmark": 2, "base": 1, "finetune": 2, "decode": 6, "score": 6, "report": 1,
-                      "all": 1}
+    assert counts == {"data": 1, "benchmark": 2, "pretrain_base": 1, "pack": 1, "finetune": 2, "decode": 6, "score": 6,
+                      "report": 1, "all": 1}
     report = workdir / "results" / "smoke" / "report"
     for name in ("summary.csv", "table1.md", "table1.tex", "table1.csv", "report.md", "speedup_math.png",
                  "speedup_code.pdf", "paper_table1.md"):
@@ -78,7 +78,11 @@ def test_outputs_record_provenance(smoke):
     log_lines = (model / "train_log.jsonl").read_text().splitlines()
     assert "matp_loss" in json.loads(log_lines[-1])
     data = json.loads((workdir / "results/smoke/data/provenance.json").read_text())
-    assert data["seed"] == 0 and data["settings"]["train_per_task"] == 64
+    assert data["seed"] == 0 and data["settings"]["sources"] == [{"name": "math", "problems": 64},
+                                                                 {"name": "code", "problems": 64}]
+    packed = json.loads((workdir / "results/smoke/packed/tiny-llama/manifest.json").read_text())
+    assert packed["settings"]["packing"] is False and packed["chat_template"] is None
+    assert packed["rows"] == sum(s["selected_documents"] for s in packed["sources"].values())
     test = json.loads((workdir / "results/smoke/benchmarks/math_test.jsonl.provenance.json").read_text())
     assert test["n"] == 4 and test["settings"]["seed"] == 0
     decoded = json.loads((workdir / "results/smoke/generations/tiny-llama/sbd/topk-4/code.jsonl.provenance.json")
@@ -118,6 +122,9 @@ def test_html_report_is_self_contained(smoke):
     (lambda c: c["decode"].update(block_size="16"), ["block_size", "16"]),
     (lambda c: c["decode"]["samplers"].append({"solver": "eb", "gamma": -1}), ["gamma", "-1"]),
     (lambda c: c["decode"]["samplers"].append({"solver": "eb", "threshold": 0.5}), ["threshold", "gamma"]),
+    (lambda c: c["finetune"].update(tokens_per_step=1000), ["tokens_per_step=1000", "batch_size x max_length"]),
+    (lambda c: c["data"]["sources"][0].pop("problems"), ["math", "problems"]),
+    (lambda c: c["data"].update(sources=[{"name": "gsm8k"}]), ["scratch", "synthetic", "tiny-llama"]),
 ])
 def test_bad_config_stops_before_any_work(tmp_path, edit, words):
     config = yaml.safe_load((ROOT / "tests" / "smoke.yaml").read_text())

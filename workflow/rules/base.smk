@@ -1,4 +1,25 @@
-rule base:
+# The base checkpoint of each model: fetched from the hub, a local folder or a GGUF file (a download: local job), or,
+# for source: scratch, a tiny model pretrained here on the synthetic tasks.
+localrules:
+    fetch_base,
+
+
+rule fetch_base:
+    output:
+        directory(f"{RUN}/models/{{model}}/base"),
+    params:
+        spec=lambda wc: arg(config["models"][wc.model]),
+    wildcard_constraints:
+        model=models_from(("hub", "local", "gguf")),
+    log:
+        f"{RUN}/logs/base/{{model}}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m sbd_core base --model-spec {params.spec:q} --out {output} > {log} 2>&1"
+
+
+rule pretrain_base:
     input:
         data=f"{RUN}/data",
     output:
@@ -6,6 +27,8 @@ rule base:
     params:
         spec=lambda wc: arg(config["models"][wc.model]),
         checkpoints=lambda wc: f"{RUN}/checkpoints/{wc.model}/base",
+    wildcard_constraints:
+        model=models_from(("scratch",)),
     threads: RUNTIME.threads
     resources:
         gpu=RUNTIME.gpus,

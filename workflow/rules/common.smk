@@ -1,14 +1,19 @@
-# Shared helpers: paths, the benchmark and sampler grids, JSON arguments and the job environment. Functions only
-# (Snakemake's linter wants them apart from the steps); config errors surface here, before any job runs.
+# Shared helpers: paths, the training layout, the benchmark and sampler grids, JSON arguments and the job environment.
+# Functions only (Snakemake's linter wants them apart from the steps); config errors surface here, before any job runs.
 import json
+import os
+import re
 import sys
 from pathlib import Path
 
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from sbd_core.benchmarks import get_benchmark
+from sbd_core.launch import LaunchSettings
+from sbd_core.pipeline import check_layout, train_config
 from sbd_core.samplers import NTP, expand_samplers
 from sbd_core.settings import RuntimeSettings, from_section
+from sbd_core.training_data import MixSpec, get_source
 
 
 def _checked(make, *args):
@@ -60,6 +65,79 @@ def arg(obj):
 def section(name, drop=()):
     """A config section (empty when absent) without the keys the workflow itself consumes."""
     return {k: v for k, v in config.get(name, {}).items() if k not in drop}
+
+
+# ------------------------------------------------------------------------------------------------ training
+def models_from(sources):
+    """A wildcard pattern matching the models whose ``source`` is in ``sources`` (or nothing)."""
+    names = [m for m, spec in config["models"].items() if spec["source"] in sources]
+    return "|".join(re.escape(m) for m in names) or "(?!)"
+
+
+def _layout(finetune):
+    """The fine-tune's processes (finetune.nodes / processes_per_node / resubmit), checked against its settings."""
+    layout = from_section(LaunchSettings, {k: finetune[k] for k in LAUNCH_KEYS if k in finetune}, "finetune")
+    if layout.nodes > 1 and RUNTIME.gpus == 0:
+        raise ValueError(f"finetune.nodes={layout.nodes} needs runtime.device: cuda (several nodes run on GPUs)")
+    check_layout(OBJECTIVES, section("finetune", drop=("objectives",) + LAUNCH_KEYS), layout)
+    return layout
+
+
+def _mix(data, finetune):
+    """The pack stage's settings: the data section plus the fine-tune's row length (validated)."""
+    spec = {**data, "max_length": train_config("ntp", {k: v for k, v in finetune.items() if k != "allow_resize"})
+            .max_length}
+    mix = MixSpec.from_dict(spec)
+    scratch = [m for m, model in config["models"].items() if model["source"] == "scratch"]
+    if scratch and not any(get_source(e["name"]).generated for e in mix.sources):
+        raise ValueError(f"models {scratch} (source: scratch) are pretrained on the synthetic tasks: add "
+                         "{name: math, problems: N} or {name: code, problems: N} to data.sources")
+    return spec
+
+
+def finetune_resources():
+    """A fine-tune job's resources: no GPU on the CPU; its GPUs on one node; or (several nodes) one SLURM task per
+    node, the job's command running on the first node and starting the others itself (``mpi``: the slurm executor
+    then does not wrap the command in srun; sbd_core.launch.slurm_command does)."""
+    if RUNTIME.gpus == 0:
+        return {"gpu": 0}
+    if LAUNCH.nodes == 1:
+        return {"gpu": LAUNCH.processes_per_node}
+    return {"nodes": LAUNCH.nodes, "tasks": LAUNCH.nodes, "mpi": "srun",
+            "slurm_extra": f"--ntasks-per-node=1 --gpus-per-node={LAUNCH.processes_per_node}"}
+
+
+LAUNCH_KEYS = ("nodes", "processes_per_node", "resubmit")
+LAUNCH = _checked(_layout, config["finetune"])
+FINETUNE_SPEC = section("finetune", drop=("objectives",) + LAUNCH_KEYS)
+PACK_SPEC = _checked(_mix, config["data"], FINETUNE_SPEC)
+# the data stage downloads: only the keys that decide which files (a new weight or budget must not download again)
+FETCH_SPEC = {"sources": [{k: v for k, v in e.items() if k != "weight"} for e in config["data"]["sources"]],
+              **{k: config["data"][k] for k in ("seed",) if k in config["data"]}}
+# On the CPU the arms train side by side and share the run's threads; a GPU job's threads feed its processes.
+FINETUNE_THREADS = max(1, RUNTIME.threads // len(OBJECTIVES)) if RUNTIME.gpus == 0 else RUNTIME.threads
+
+
+# ------------------------------------------------------------------------------------------------ cluster
+def unset_cluster_settings():
+    """The SLURM account / partition a profile names but leaves unset: an unexpanded ``$VARIABLE`` or empty."""
+    defaults = workflow.resource_settings.default_resources
+    unset = []
+    for name in ("slurm_account", "slurm_partition"):
+        resource = defaults.get(name) if defaults is not None else None
+        if resource is not None:
+            value = os.path.expandvars(str(resource.raw)).strip("'\" ")
+            if not value or "$" in value:
+                unset.append(f"{name} ({resource.raw})")
+    return unset
+
+
+if unset_cluster_settings():
+    raise WorkflowError(
+        f"SLURM settings unset: {', '.join(unset_cluster_settings())}. Set them before submitting: export "
+        "SBD_SLURM_ACCOUNT=<your account> SBD_SLURM_PARTITION=<a GPU partition> (`sacctmgr show associations "
+        "user=$USER` lists your accounts, `sinfo -s` the partitions), or write both into "
+        "workflow/profiles/slurm/config.yaml")
 
 
 def samplers_of(objective):

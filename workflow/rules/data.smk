@@ -1,4 +1,6 @@
+# Downloads run where the workflow is started (localrules: on a cluster, the login node, which has internet).
 localrules:
+    data,
     benchmark,
 
 
@@ -6,13 +8,33 @@ rule data:
     output:
         directory(f"{RUN}/data"),
     params:
-        spec=arg(section("data")),
+        spec=arg(FETCH_SPEC),
     log:
         f"{RUN}/logs/data.log",
     conda:
         CONDA_ENV
     shell:
         "python -m sbd_core data --spec {params.spec:q} --out {output} > {log} 2>&1"
+
+
+rule pack:
+    input:
+        data=f"{RUN}/data",
+        base=f"{RUN}/models/{{model}}/base",
+    output:
+        directory(f"{RUN}/packed/{{model}}"),
+    params:
+        spec=arg(PACK_SPEC),
+    threads: PACK_SPEC.get("num_proc", 1)  # the tokenizer processes
+    resources:
+        gpu=0,
+    log:
+        f"{RUN}/logs/pack/{{model}}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m sbd_core --threads {threads} pack --spec {params.spec:q} --base {input.base} --data {input.data}"
+        " --out {output} > {log} 2>&1"
 
 
 rule benchmark:
