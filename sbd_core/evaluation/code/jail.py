@@ -32,9 +32,10 @@ import os
 import platform
 import sys
 
-__all__ = ["enter_jail", "forbid_new_processes", "capabilities", "SCRATCH", "jail_home", "jail_tmp"]
+__all__ = ["enter_jail", "forbid_new_processes", "capabilities", "JAIL_HOME", "JAIL_TMP"]
 
 SCRATCH = "/scratch"
+JAIL_HOME, JAIL_TMP = SCRATCH + "/home", SCRATCH + "/tmp"  # $HOME and $TMPDIR inside the jail
 DEVICE_NODES = ("null", "zero", "full", "random", "urandom")
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/localtime")
@@ -42,25 +43,17 @@ SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/localtime")
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
-_ST_KEEP = os.ST_NOEXEC | os.ST_NOATIME | os.ST_NODIRATIME | os.ST_RELATIME  # flags a remount may not drop
-_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
+_ST_KEEP = sum(getattr(os, flag, 0) for flag in ("ST_NOEXEC", "ST_NOATIME", "ST_NODIRATIME", "ST_RELATIME"))
 PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 24, 47, 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
-# audit architecture and syscall numbers of fork, vfork, clone, clone3 (0xFFFFFFFF: no such call there)
-_SECCOMP_ABI = {"x86_64": (0xC000003E, 57, 58, 56, 435), "aarch64": (0xC00000B7, 0xFFFFFFFF, 0xFFFFFFFF, 220, 435)}
+# Per architecture: pivot_root's syscall number, then the seccomp audit architecture and the numbers of fork,
+# vfork, clone and clone3 (0xFFFFFFFF: no such call). Elsewhere there is no jail and no seccomp filter.
+_ARCH = {"x86_64": (155, 0xC000003E, 57, 58, 56, 435), "aarch64": (41, 0xC00000B7, 0xFFFFFFFF, 0xFFFFFFFF, 220, 435)}
 _X32_SYSCALL_BIT, CLONE_THREAD = 0x40000000, 0x00010000
 _RET_ALLOW, _RET_EPERM, _RET_ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
 
 _libc = ctypes.CDLL(None, use_errno=True)
-
-
-def jail_home() -> str:
-    return SCRATCH + "/home"
-
-
-def jail_tmp() -> str:
-    return SCRATCH + "/tmp"
 
 
 def _check(result: int, what: str) -> None:
@@ -129,14 +122,14 @@ def _build_scratch(root: str, scratch_bytes: int) -> None:
     scratch = root + SCRATCH
     os.mkdir(scratch)
     _mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, f"size={scratch_bytes},nr_inodes=4096,mode=0777")
-    for sub in (jail_home(), jail_tmp()):
+    for sub in (JAIL_HOME, JAIL_TMP):
         os.mkdir(root + sub)
 
 
 def _pivot_into(root: str) -> None:
-    number = _PIVOT_ROOT.get(platform.machine())
-    if number is None:
-        raise OSError(f"pivot_root syscall number unknown for {platform.machine()}")
+    if platform.machine() not in _ARCH:
+        raise OSError(f"no jail for {platform.machine()}: pivot_root's syscall number is not known here")
+    number = _ARCH[platform.machine()][0]
     os.chdir(root)
     _check(_libc.syscall(ctypes.c_long(number), b".", b"."), "pivot_root")
     _check(_libc.umount2(b".", MNT_DETACH), "detach old root")
@@ -184,16 +177,18 @@ def _seccomp_program(arch: int, fork: int, vfork: int, clone: int, clone3: int) 
     ]
 
 
-def forbid_new_processes() -> None:
-    """Install the seccomp filter described in the module doc (irreversible, inherited by threads)."""
-    abi = _SECCOMP_ABI.get(platform.machine())
-    if abi is None:
-        raise OSError(f"no seccomp filter for {platform.machine()}")
-    program = _seccomp_program(*abi)
+def forbid_new_processes() -> bool:
+    """Install the seccomp filter described in the module doc (irreversible, inherited by threads).
+
+    Returns False, doing nothing, on architectures without a known system call table (see ``_ARCH``)."""
+    if platform.machine() not in _ARCH:
+        return False
+    program = _seccomp_program(*_ARCH[platform.machine()][1:])
     filters = (_SockFilter * len(program))(*(_SockFilter(*instruction) for instruction in program))
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(_SockFprog(len(program), filters)), 0, 0),
            "seccomp filter")
+    return True
 
 
 def capabilities() -> dict[str, int]:

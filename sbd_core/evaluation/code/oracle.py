@@ -8,7 +8,9 @@ decides. Per input (``output_matches``, the body of ``unsafe_execute``'s loop):
   MBPP ``are_equivalent`` (any output), ``sum_div`` (also 0), ``surface_Area`` (``_surface_Area`` within atol),
   ``digit_distance_nums`` (``_digit_distance_nums``), ``MBPP_OUTPUT_SET_EQ_TASKS`` (``set(out) == set(exp)``),
   ``MBPP_OUTPUT_NOT_NONE_TASKS`` (the sandbox already reduced the output to a bool, see ``problems.output_modes``);
-  HumanEval ``find_zero``: ``abs(_poly(*inp, out)) <= atol`` and nothing else;
+  HumanEval ``find_zero``: ``abs(_poly(*inp, out)) <= atol`` and nothing else (evalplus 0.3.1 as released on
+  PyPI then ``continue``s without recording the pass, so it fails every HumanEval/32 sample, even the reference
+  solution; upstream evalplus records it. We apply the check as intended);
 * if ``atol == 0`` and ``is_floats(exp)``: ``atol = 1e-6`` -- and, as in evalplus, that value carries over to
   the following inputs of the same input set;
 * if not an exact match and ``atol != 0``: same type, same length for lists/tuples and

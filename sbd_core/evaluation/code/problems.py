@@ -84,7 +84,8 @@ def validate_problems(problems: Sequence[Mapping[str, Any]], dataset: str) -> No
     if dataset not in DATASETS:
         raise ValueError(f"dataset must be one of {sorted(DATASETS)}, got {dataset!r}")
     if not isinstance(problems, Sequence) or isinstance(problems, (str, bytes)) or not problems:
-        raise ValueError(f"problems must be a non-empty list of evalplus {dataset} records")
+        raise ValueError(f"problems must be a non-empty list of evalplus {dataset} records (for a dict keyed by "
+                         f"task_id, as evalplus's loaders return, pass list(problems.values()))")
     seen: set[str] = set()
     for index, problem in enumerate(problems):
         _check_record(index, problem, DATASETS[dataset], dataset)

@@ -26,7 +26,6 @@ import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from . import jail
 from .oracle import RunReport
@@ -69,7 +68,7 @@ class SandboxSettings:
     def worker_env(self) -> dict[str, str]:
         """A fresh environment: nothing of the caller's besides locale settings."""
         env = {key: os.environ[key] for key in _ENV_ALLOW if key in os.environ}
-        home, tmp = ((jail.jail_home(), jail.jail_tmp()) if self.isolation.jailed
+        home, tmp = ((jail.JAIL_HOME, jail.JAIL_TMP) if self.isolation.jailed
                      else (str(self.run_dir / "home"), str(self.run_dir / "tmp")))
         env.update(PATH="/usr/bin:/bin", HOME=home, TMPDIR=tmp, PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1",
                    PYTHONNOUSERSITE="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -102,10 +101,11 @@ class _Worker:
 
     def _read_json(self) -> dict:
         line = self.proc.stdout.readline()
-        if not line:
+        try:
+            return json.loads(line)
+        except ValueError:
             self.kill()
             raise WorkerDied(f"sandbox worker exited (status {self.proc.poll()}). Log tail:\n{self.log_tail()}")
-        return json.loads(line)
 
     def log_tail(self) -> str:
         try:

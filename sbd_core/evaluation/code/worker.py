@@ -179,11 +179,16 @@ def _kill_leftovers(child: int) -> None:
 
 def _wipe_scratch() -> None:
     """Empty $HOME, $TMPDIR (and the jail's /dev/shm) so no run sees files of the previous one."""
-    for directory in (os.environ["HOME"], os.environ["TMPDIR"], "/dev/shm" if os.getpid() == 1 else None):
-        if directory and os.path.isdir(directory):
+    jailed = os.getpid() == 1
+    for directory in (os.environ["HOME"], os.environ["TMPDIR"]) + (("/dev/shm",) if jailed else ()):
+        with contextlib.suppress(OSError):
+            os.chmod(directory, 0o1777)  # a run may have locked it (same user: no capability needed)
             for name in os.listdir(directory):
                 path = os.path.join(directory, name)
-                shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.unlink(path)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
 
 
 def run_request(request: dict, config: dict) -> tuple[str, bytes]:
