@@ -64,6 +64,13 @@ CASES = {  # name: (problem, sample or None, expected (base_status, plus_status)
                           [[4]], [[5]]), "    return (i for i in range(n) if i % 2 == 0)\n", ("fail", "fail")),
     "full_program": (problem(15, ADD, "add", "    return a + b\n", [[1, 2]], [[3, 4]]),  # appended to the prompt
                      "import math\n\ndef add(a, b):\n    return math.fsum([a, b])\n", ("pass", "pass")),
+    "large_output": (problem(17, "def squares(n):\n", "squares", "    return [i * i for i in range(n)]\n",
+                             [[200_000]], [[3]]),  # over 1 MiB: travels as a digest of its exact serialisation
+                     "    out = []\n    for i in range(n):\n        out.append(i ** 2)\n    return out\n",
+                     ("pass", "pass")),
+    "large_output_off_by_one": (problem(18, "def squares(n):\n", "squares", "    return [i * i for i in range(n)]\n",
+                                        [[200_000]], [[3]]),
+                                "    return [i * i for i in range(n - 1)] + [n * n]\n", ("fail", "fail")),
     "find_zero": (problem(16, "def find_zero(xs):\n", "find_zero", "    return -xs[0] / xs[1]\n", [[[1, 2]]],
                           [[[-6, 3]]], atol=1e-6), "    return -xs[0] / xs[1] + 1e-9\n", ("pass", "pass")),
 }
@@ -106,11 +113,13 @@ MBPP_CASES = {  # evalplus's MBPP special cases, and its input deserialisation (
     "Mbpp/2": ("'''Shared elements of two tuples.'''\n", "similar_elements",
                "def similar_elements(a, b):\n    return tuple(set(a) & set(b))\n", [[[3, 4, 5, 6], [5, 7, 4, 10]]],
                [[[1, 2, 3], [3, 2]]],
-               "def similar_elements(a, b):\n    assert type(a) is tuple\n    return sorted(set(a) & set(b), reverse=True)\n"),
+               "def similar_elements(a, b):\n    assert type(a) is tuple\n"
+               "    return sorted(set(a) & set(b), reverse=True)\n"),
     "Mbpp/9": ("'''Match 'abbb'.'''\n", "text_match_three",
                "import re\ndef text_match_three(text):\n    return re.search('ab{3}', text)\n", [["abbbc"], ["ac"]],
                [["xabbb"]], "def text_match_three(text):\n    return 'abbb' in text\n"),
-    "Mbpp/3": ("'''Not prime.'''\n", "is_not_prime", "def is_not_prime(n):\n    return n < 2 or any(n % i == 0 for i in range(2, n))\n",
+    "Mbpp/3": ("'''Not prime.'''\n", "is_not_prime",
+               "def is_not_prime(n):\n    return n < 2 or any(n % i == 0 for i in range(2, n))\n",
                [[4], [10]], [[35]], "def is_not_prime(n):\n    return n % 2 == 0\n"),
 }
 

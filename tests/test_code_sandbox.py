@@ -34,7 +34,8 @@ def inc_problem(num: int) -> dict:
 
 def secret_problem(num: int) -> dict:
     """Expected outputs nobody can compute without the salt, which only the reference solution knows."""
-    canonical = f"    import hashlib\n    return 'SECRET-' + hashlib.sha256(b'{SALT}' + str(x).encode()).hexdigest()[:16]\n"
+    canonical = ("    import hashlib\n"
+                 f"    return 'SECRET-' + hashlib.sha256(b'{SALT}' + str(x).encode()).hexdigest()[:16]\n")
     return {**inc_problem(num), "prompt": "def secret(x):\n", "entry_point": "secret",
             "canonical_solution": canonical, "base_input": [[3]], "plus_input": [[4]]}
 
@@ -157,7 +158,8 @@ DELETE = """\
     deleted = 0
     for attempt in (lambda: os.remove({file!r}), lambda: pathlib.Path({file!r}).unlink(),
                     lambda: shutil.rmtree({dir!r}), lambda: libc.unlink({file!r}.encode()) == 0 or 1 / 0,
-                    lambda: libc.unlink({inner!r}.encode()) == 0 or 1 / 0, lambda: libc.rmdir({dir!r}.encode()) == 0 or 1 / 0):
+                    lambda: libc.unlink({inner!r}.encode()) == 0 or 1 / 0,
+                    lambda: libc.rmdir({dir!r}.encode()) == 0 or 1 / 0):
         try:
             attempt()
             deleted += 1
@@ -363,7 +365,7 @@ def test_limits_time_and_memory(hostile):
     verdicts = hostile[1]
     assert verdicts["infinite_loop"]["base_status"] == "fail"  # evalplus: a per-input timeout is a failure
     assert verdicts["unbounded_alloc"]["base_status"] == "fail"
-    assert verdicts["memory_probe"]["passed_plus"]  # MemoryError came before 2 GiB: the 1 GiB limit holds
+    assert verdicts["memory_probe"]["passed_plus"], verdicts  # MemoryError came below 2 GiB: the 1 GiB limit holds
 
 
 def test_no_network(hostile):

@@ -20,7 +20,8 @@ which lets it mount file systems in its own mount namespace (invisible to the ho
 ``forbid_new_processes`` installs a seccomp filter (in every child that runs a program, jailed or not): creating
 a process (fork, vfork, clone without CLONE_THREAD) fails with EPERM, clone3 with ENOSYS (so libc falls back to
 clone), and system calls of another ABI (32-bit ``int 0x80``, x32) fail with ENOSYS; threads still work. Fork
-bombs and subprocesses thus fail at once, even for root, where RLIMIT_NPROC does not apply.
+bombs and subprocesses thus fail at once, even for root, where RLIMIT_NPROC does not apply. Both the jail and the
+filter need the architecture's system call numbers (``_ARCH``: x86_64, aarch64); elsewhere neither is used.
 
 Everything here is standard library + ``ctypes`` calls into libc (mount, umount2, pivot_root, capset, prctl).
 """

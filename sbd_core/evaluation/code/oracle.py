@@ -53,7 +53,7 @@ class RunReport:
     """What one sandboxed run reported: decoded outputs up to the first error, and how the run ended.
 
     ``outcome``: "done", "killed" (deadline), "too_large" (report over the cap) or "crashed" (the worker died);
-    ``error``: None, or "program" | "exception" | "timeout" | "unserialisable" | "malformed"."""
+    ``error``: None, or "sandbox" | "program" | "exception" | "timeout" | "unserialisable" | "malformed"."""
 
     outcome: str
     outputs: list[Any] = field(default_factory=list)

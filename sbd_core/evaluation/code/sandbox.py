@@ -38,6 +38,7 @@ _NAMESPACES = ("--mount", "--pid", "--fork", "--kill-child", "--net", "--ipc", "
 _CANDIDATE_PREFIXES = (("--user", "--map-root-user") + _NAMESPACES, _NAMESPACES)  # the second one needs root
 _ENV_ALLOW = ("LANG", "LC_ALL", "LC_CTYPE", "TZ")
 _LOG_TAIL_CHARS = 4000
+PROBE_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -65,18 +66,24 @@ class SandboxSettings:
         return {"jail": self.isolation.jailed, "root": str(self.run_dir / "root"), "scratch_bytes": self.scratch_bytes,
                 "inline_limit": self.inline_limit, "output_cap": self.output_cap}
 
-    def worker_env(self) -> dict[str, str]:
-        """A fresh environment: nothing of the caller's besides locale settings."""
+    def worker_env(self, slot: int) -> dict[str, str]:
+        """A fresh environment: nothing of the caller's besides locale settings; $HOME and $TMPDIR of its own
+        (in the jail's scratch tmpfs, or, unjailed, in ``run_dir/scratch-<slot>``: workers wipe them after runs)."""
         env = {key: os.environ[key] for key in _ENV_ALLOW if key in os.environ}
-        home, tmp = ((jail.JAIL_HOME, jail.JAIL_TMP) if self.isolation.jailed
-                     else (str(self.run_dir / "home"), str(self.run_dir / "tmp")))
-        env.update(PATH="/usr/bin:/bin", HOME=home, TMPDIR=tmp, PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1",
-                   PYTHONNOUSERSITE="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        if self.isolation.jailed:
+            home, tmp = jail.JAIL_HOME, jail.JAIL_TMP
+        else:
+            home, tmp = (self.run_dir / f"scratch-{slot}" / name for name in ("home", "tmp"))
+            for folder in (home, tmp):
+                folder.mkdir(parents=True, exist_ok=True)
+        env.update(PATH="/usr/bin:/bin", HOME=str(home), TMPDIR=str(tmp), PYTHONHASHSEED="0",
+                   PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                   MKL_NUM_THREADS="1")
         return env
 
     def prepare(self) -> None:
-        for name in ("root", "home", "tmp"):
-            (self.run_dir / name).mkdir(mode=0o755, exist_ok=True)
+        """Create the jail's mount point (an empty directory) in ``run_dir``."""
+        (self.run_dir / "root").mkdir(mode=0o755, exist_ok=True)
 
 
 class WorkerDied(RuntimeError):
@@ -86,16 +93,20 @@ class WorkerDied(RuntimeError):
 class _Worker:
     """One sandboxed worker process and its request/response protocol (see ``worker.py``)."""
 
-    def __init__(self, settings: SandboxSettings, log_path: Path) -> None:
+    def __init__(self, settings: SandboxSettings, slot: int) -> None:
+        """Start the worker process for pool slot ``slot``; ``wait_ready`` completes the start."""
         cmd = [*settings.isolation.prefix, sys.executable, "-s", "-B", str(WORKER_SCRIPT),
                json.dumps(settings.worker_config())]
-        self.log_path = log_path
-        with log_path.open("ab") as log:
+        self.log_path, self.jailed = settings.run_dir / f"worker-{slot}.log", settings.isolation.jailed
+        with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                         env=settings.worker_env(), cwd=settings.run_dir, start_new_session=True)
+                                         env=settings.worker_env(slot), cwd=settings.run_dir, start_new_session=True)
+
+    def wait_ready(self) -> None:
+        """Read the ready line; raise RuntimeError unless every self-check of a jailed worker passed."""
         ready = self._read_json()
         failed = [name for name, ok in ready.get("checks", {}).items() if not ok]
-        if ready.get("ready") is not True or failed or (settings.isolation.jailed and not ready.get("checks")):
+        if ready.get("ready") is not True or failed or (self.jailed and not ready.get("checks")):
             self.kill()
             raise RuntimeError(f"sandbox worker failed its self-checks {failed}: {ready}")
 
@@ -127,12 +138,18 @@ class _Worker:
         return header["outcome"], report
 
     def kill(self) -> None:
-        """Kill the worker's process group (``unshare --kill-child`` takes its namespace down with it)."""
+        """Kill the worker's process group (``unshare --kill-child`` takes its namespace down with it).
+
+        Safe from another thread: a read blocked on the worker then sees the end of its output."""
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         self.proc.wait()
+
+    def close(self) -> None:
+        """Kill the worker and close its pipes (only from the thread that talks to it)."""
+        self.kill()
         for stream in (self.proc.stdin, self.proc.stdout):
             try:
                 stream.close()
@@ -151,21 +168,22 @@ def _serve(requests: queue.SimpleQueue, results: dict, settings: SandboxSettings
             except queue.Empty:
                 return
             if worker is None:
-                worker = _Worker(settings, settings.run_dir / f"worker-{slot}.log")
+                worker = _Worker(settings, slot)
                 live.add(worker)
                 if stop.is_set():  # the pool was stopped while this worker started: it may have missed the kill
                     return
+                worker.wait_ready()
             try:
                 results[request["id"]] = worker.run(request)
             except WorkerDied:
                 results[request["id"]] = ("crashed", b"")
                 live.discard(worker)
-                worker.kill()
+                worker.close()
                 worker = None
     finally:
         if worker is not None:
             live.discard(worker)
-            worker.kill()
+            worker.close()
 
 
 def run_requests(requests: list[dict], settings: SandboxSettings, parallel: int, timeout_s: float
@@ -190,7 +208,8 @@ def run_requests(requests: list[dict], settings: SandboxSettings, parallel: int,
     if failure is not None:
         raise failure  # e.g. a worker that could not start
     if not_done:
-        raise RuntimeError(f"code evaluation did not finish within timeout_s={timeout_s} s; its workers were killed")
+        raise RuntimeError(f"code evaluation did not finish within timeout_s (this phase had {timeout_s:.1f} s "
+                           f"left); its workers were killed and no result was written")
     return results
 
 
@@ -220,7 +239,14 @@ def _probe(isolation: Isolation) -> bool:
     try:
         settings = SandboxSettings(run_dir, isolation)
         settings.prepare()
-        _Worker(settings, run_dir / "probe.log").kill()
+        worker = _Worker(settings, slot=0)
+        watchdog = threading.Timer(PROBE_TIMEOUT_S, worker.kill)
+        watchdog.start()
+        try:
+            worker.wait_ready()
+        finally:
+            watchdog.cancel()
+            worker.close()
         return True
     except (OSError, RuntimeError, ValueError):
         return False

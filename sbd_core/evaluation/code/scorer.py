@@ -126,7 +126,7 @@ def _run_samples(tasks: list[_Task], programs: dict[str, str], expected: dict, s
 def _remaining(deadline: float) -> float:
     left = deadline - time.monotonic()
     if left <= 0:
-        raise RuntimeError("code evaluation did not finish within timeout_s; no results were written")
+        raise RuntimeError("code evaluation did not finish within timeout_s; no result was written")
     return left
 
 

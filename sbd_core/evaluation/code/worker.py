@@ -13,8 +13,9 @@ request (one JSON line)::
 response: a header line ``{"id", "outcome", "nbytes"}`` followed by ``nbytes`` bytes of the child's report, where
 ``outcome`` is ``done`` (the child closed its pipe), ``killed`` (``deadline_s`` passed) or ``too_large`` (the
 report exceeded ``output_cap`` bytes). The report is JSON lines written by the child: one per input, in order, an
-``encode_output`` record (plus ``"t"``: seconds, when ``record_time``), or an error record ``{"error": "program" |
-"exception" | "timeout" | "unserialisable", "detail"}`` after which the child stops (evalplus's fast check).
+``encode_output`` record (plus ``"t"``: seconds, when ``record_time``), or an error record ``{"error": "sandbox" |
+"program" | "exception" | "timeout" | "unserialisable", "detail"}`` after which the child stops (evalplus's fast
+check; "sandbox": the child could not be confined, before the program ran).
 
 The child mirrors ``evalplus.eval.unsafe_execute``: evalplus's ``reliability_guard`` (memory limit, disabled
 destructive calls) when ``guard``, ``exec`` of the program and every call under evalplus's ``swallow_io``, each call
@@ -86,14 +87,15 @@ def _reduce(value, mode: str):
     return value
 
 
-def _write_all(fd: int, data: bytes, write=os.write) -> None:
+def _emit(record: dict, write=os.write) -> None:
+    """Write one report line to the child's report descriptor (``write`` bound before any program runs)."""
+    data = (plain_data.dumps(record) + "\n").encode()
     while data:
-        data = data[write(fd, data):]
+        data = data[write(CHILD_REPORT_FD, data):]
 
 
 def _run_inputs(request: dict, inline_limit: int) -> None:
     """The child's work: exec the program, call it on every input, report each result (see module doc)."""
-    emit = lambda record: _write_all(CHILD_REPORT_FD, (plain_data.dumps(record) + "\n").encode())  # noqa: E731
     inputs = plain_data.decode(request["inputs"])
     limits, timing = request["time_limits"], request["record_time"]
     namespace: dict = {}
@@ -102,7 +104,7 @@ def _run_inputs(request: dict, inline_limit: int) -> None:
             exec(request["program"], namespace)
             function = namespace[request["entry_point"]]
     except BaseException as exc:
-        return emit({"error": "program", "detail": _describe(exc)})
+        return _emit({"error": "program", "detail": _describe(exc)})
     for index, args in enumerate(inputs):
         try:
             args = copy.deepcopy(args) if timing else args
@@ -113,16 +115,28 @@ def _run_inputs(request: dict, inline_limit: int) -> None:
             elapsed = time.perf_counter() - start
         except BaseException as exc:
             kind = "timeout" if isinstance(exc, TimeoutException) else "exception"
-            return emit({"error": kind, "detail": _describe(exc)})
+            return _emit({"error": kind, "detail": _describe(exc)})
         try:
             record = plain_data.encode_output(_reduce(value, request["output_mode"]), inline_limit)
         except BaseException as exc:
-            return emit({"error": "unserialisable", "detail": _describe(exc)})
-        emit({**record, "t": elapsed} if timing else record)
+            return _emit({"error": "unserialisable", "detail": _describe(exc)})
+        _emit({**record, "t": elapsed} if timing else record)
+
+
+def _confine(request: dict) -> None:
+    """The child's own directory, no new processes, then the memory limit and evalplus's guard."""
+    os.chdir(tempfile.mkdtemp())
+    jail.forbid_new_processes()
+    memory = request["memory_bytes"]
+    if request["guard"]:
+        reliability_guard(maximum_memory_bytes=memory)
+        _extra_guard()
+    elif memory is not None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
 
 def _child(request: dict, report_fd: int, config: dict) -> None:
-    """Forked child: private fds, own directory, limits and guard, then ``_run_inputs``; never returns."""
+    """Forked child: private descriptors, ``_confine``, then ``_run_inputs``; never returns."""
     try:
         os.setpgid(0, 0)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -131,14 +145,11 @@ def _child(request: dict, report_fd: int, config: dict) -> None:
             os.dup2(null, fd)
         os.dup2(report_fd, CHILD_REPORT_FD)
         os.closerange(CHILD_REPORT_FD + 1, 1 << 16)
-        os.chdir(tempfile.mkdtemp())
-        jail.forbid_new_processes()
-        memory = request["memory_bytes"]
-        if request["guard"]:
-            reliability_guard(maximum_memory_bytes=memory)
-            _extra_guard()
-        elif memory is not None:
-            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        try:
+            _confine(request)
+        except BaseException as exc:  # a sandbox defect, not the program's: say so (a reference run then raises)
+            _emit({"error": "sandbox", "detail": _describe(exc)})
+            return
         _run_inputs(request, config["inline_limit"])
     finally:
         _exit(0)
