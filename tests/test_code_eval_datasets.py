@@ -17,7 +17,8 @@ from code_eval_datasets import benchmarks_dir, humaneval_plus_like, mbpp_plus  #
 from sbd_core.evaluation.code import evaluate_code, validate_problems  # noqa: E402
 
 FOLDER = benchmarks_dir()
-pytestmark = pytest.mark.skipif(FOLDER is None, reason="../shared/benchmarks is not available here")
+pytestmark = [pytest.mark.slow,  # about 30 s on 2 busy cores
+              pytest.mark.skipif(FOLDER is None, reason="../shared/benchmarks is not available here")]
 SLOW_MBPP = {84, 96, 123, 162, 247, 255, 256, 271, 300, 389, 392, 453, 583, 589, 592, 599, 603, 630, 745}
 
 

@@ -54,7 +54,11 @@ class Isolation:
 
 @dataclass(frozen=True)
 class SandboxSettings:
-    """Per-evaluation worker settings; ``run_dir`` is the throwaway host directory (jail mount point inside)."""
+    """Per-evaluation worker settings.
+
+    ``run_dir``: the throwaway host directory (the jail's mount point is inside); ``scratch_bytes``: size of the
+    jail's tmpfs for $HOME and $TMPDIR; ``inline_limit``: outputs larger than this (exact serialisation) travel
+    as digests (``plain_data``); ``output_cap``: a run reporting more bytes fails ("too_large")."""
 
     run_dir: Path
     isolation: Isolation

@@ -188,7 +188,8 @@ def evaluate_code(problems: Sequence[Mapping[str, Any]], completions: Mapping[st
         "filesystem_readonly", "evalplus_version"}``; ``per_problem[task_id]``: ``base_status``, ``plus_status``
         ("pass" / "fail" / "timeout" as evalplus reports them, or "missing"), ``passed_base``, ``passed_plus``.
         ``network_isolated`` and ``filesystem_readonly`` are False when this machine cannot build the sandbox
-        (no ``unshare``/user namespaces): the samples then ran with evalplus's in-process guard only.
+        (no ``unshare``/user namespaces): the samples then ran with evalplus's in-process guard and the seccomp
+        filter only (see ``jail.py``), with the host file system and network reachable.
     """
     schema.validate_problems(problems, dataset)
     completion_format = completion_format or schema.DATASETS[dataset].default_completion_format
