@@ -2,7 +2,6 @@
 or the code scorer), on real test sets, and its agreement with lm-eval's own run of the same task with the ``sbd``
 model (prompts byte-identical, same metric on the same generations), in-process and from lm-eval's command line."""
 
-import inspect
 import json
 import os
 import subprocess
@@ -16,7 +15,6 @@ from conftest import char_tokenizer, tiny_model
 from sbd_core.benchmarks import ID_KEY, get_benchmark
 from sbd_core.pipeline import run_score
 from sbd_core.benchmarks.lm_eval_task import metric_name, write_lm_eval_task
-from sbd_core.evaluation import code_eval
 from sbd_core.evaluation.lm_eval_model import MissingGenerationError, ReplayLM
 from sbd_core.tasks import get_task
 from test_benchmarks import CHAT_TEMPLATE, SHARED, needs_data
@@ -262,27 +260,10 @@ def test_lm_eval_command_line_run_agrees_with_the_dag(chat_ckpt, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ code
-SCORER_TAKES_DATASET = "dataset" in inspect.signature(code_eval.evaluate_code).parameters
-
-
-def scorer_with_datasets():
-    """The code scorer, adapted while it predates ``dataset=``: today's version scores HumanEval-style ids only."""
-    if SCORER_TAKES_DATASET:
-        return code_eval.evaluate_code
-    original = code_eval.evaluate_code
-
-    def evaluate_code(problems, completions, work_dir, *, dataset, **limits):
-        assert dataset == "humaneval", "today's scorer has no MBPP support"
-        return original(problems, completions, work_dir, **limits)
-
-    return evaluate_code
-
-
-def test_code_wrapper_scores_chat_answers_with_the_code_scorer(tmp_path, monkeypatch):
+def test_code_wrapper_scores_chat_answers_with_the_code_scorer(tmp_path):
     """Canonical solutions written as a chat model writes them (a fenced script with an import and chatter) pass;
     the same answers shifted by one problem fail. HumanEval-schema problems of the synthetic code task stand in for
     HumanEval+ (the real copy lacks the plus inputs)."""
-    monkeypatch.setattr(code_eval, "evaluate_code", scorer_with_datasets())
     bench = get_benchmark("humaneval_plus")
     problems = bench.problems(get_task("code").make_problems("test", 6, 0), "generated")
     answers = [f"import math\n\n{p['prompt']}{p['canonical_solution']}```\n\nThis passes the examples above."
@@ -296,8 +277,6 @@ def test_code_wrapper_scores_chat_answers_with_the_code_scorer(tmp_path, monkeyp
 
 
 @needs_data
-@pytest.mark.skipif(not SCORER_TAKES_DATASET,
-                    reason="the code scorer with MBPP+ support (evaluate_code(..., dataset=)) has not landed yet")
 def test_mbpp_plus_canonical_solutions_pass(tmp_path):
     bench = get_benchmark("mbpp_plus")
     problems = bench.load(SHARED / "mbppplus_prerelease.jsonl")[:40]

@@ -12,7 +12,7 @@ Prompts follow evalplus 0.3.1's own generation convention (``evalplus/codegen.py
 The program that is executed is what evalplus's ``codegen`` writes as a sample's ``solution``: the completion (chat)
 or prompt + completion (plain text), passed through ``evalplus.sanitize.sanitize`` (tree-sitter: keeps the entry
 point and what it uses, drops chatter and tests). Scoring is delegated to the project's code scorer
-(:func:`sbd_core.evaluation.code_eval.evaluate_code`), which receives these full programs.
+(:func:`sbd_core.evaluation.code.evaluate_code`), which receives these full programs.
 """
 
 from __future__ import annotations
@@ -90,15 +90,15 @@ class CodeBenchmark(Benchmark):
 
     def score(self, problems: list[dict], completions: Mapping[str, str], work_dir, settings: CodeSettings) -> dict:
         """pass@1 on the base and the plus inputs (accuracy: plus, i.e. passing both) from the code scorer."""
-        from sbd_core.evaluation.code_eval import evaluate_code
+        from sbd_core.evaluation.code import evaluate_code
 
         self._check_completions(problems, completions)
         programs = {p[ID_KEY]: self.program(p, completions[p[ID_KEY]], settings) for p in problems}  # by task_id
         rows = [{k: v for k, v in p.items() if k != ID_KEY} for p in problems]
-        result = evaluate_code(rows, programs, Path(work_dir), dataset=self.dataset, parallel=settings.parallel,
-                               max_memory_bytes=settings.max_memory_bytes, timeout_s=settings.timeout_s)
-        metrics = {k: result[k] for k in ("pass@1_base", "pass@1_plus", "network_isolated", "filesystem_readonly")
-                   if k in result}
+        result = evaluate_code(rows, programs, Path(work_dir), dataset=self.dataset, completion_format="program",
+                               parallel=settings.parallel, max_memory_bytes=settings.max_memory_bytes,
+                               timeout_s=settings.timeout_s)
+        metrics = {k: result[k] for k in ("pass@1_base", "pass@1_plus", "network_isolated", "filesystem_readonly")}
         per_problem = {i: {**r, "program": programs[i]} for i, r in result["per_problem"].items()}
         return {"accuracy": result["pass@1_plus"], "metrics": metrics, "n": result["n"], "per_problem": per_problem,
                 "evalplus_version": result.get("evalplus_version")}

@@ -9,7 +9,7 @@ the only packaged official scorer, ``nvidia-livecodebench`` 26.3 on PyPI, and di
 * its checker (``livecodebench.evaluation.testing_util.run_test``) executes each program and compares its outputs in
   the program's own process, guarded only by an in-process ``reliability_guard``: a wrong program can make itself
   pass, and nothing contains it. Scoring it as the project scores HumanEval+/MBPP+ means running that checker's
-  test logic inside the project's code sandbox (:mod:`sbd_core.evaluation.code_eval`, being rewritten to keep
+  test logic inside the project's code sandbox (:mod:`sbd_core.evaluation.code`, which keeps
   expected outputs out of the candidate's process), which is not a thin wrapper;
 * it pulls in 23 more packages (nemo-evaluator, Flask, cohere, mistralai 0.4.2, google-genai, ...), for one column.
 

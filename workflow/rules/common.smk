@@ -42,9 +42,9 @@ if NTP not in SAMPLERS:
         "config error: decode.samplers must include {solver: ntp} (the NTP baseline every speedup is measured against)"
     )
 RUNTIME = _checked(from_section, RuntimeSettings, config.get("runtime"), "runtime")
-# On the CPU a decode job takes every core the run has, so no other job shares the machine while it is timed and its
-# wall time can be compared with the NTP arm's; on GPUs each decode job has a device of its own.
-DECODE_THREADS = workflow.cores if RUNTIME.device == "cpu" else 1
+# On the CPU a decode job takes every core the run has (--cores), so no other job shares the machine while it is
+# timed and its wall time can be compared with the NTP arm's; on GPUs each decode job has a device of its own.
+DECODE_THREADS = (workflow.resource_settings.cores or 1) if RUNTIME.device == "cpu" else 1
 PAPER_TABLE = Path(config.get("report", {}).get("paper_table", "results/paper/table1.csv"))
 if not PAPER_TABLE.is_absolute() and not PAPER_TABLE.exists():
     PAPER_TABLE = Path(workflow.basedir) / PAPER_TABLE  # shipped with the workflow, whatever the working directory
