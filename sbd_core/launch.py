@@ -9,8 +9,8 @@ the training rows, prepares the SBD mask token, trains (:func:`sbd_core.train.tr
 the fine-tuned checkpoint (gathered weights, in the base model's dtype) and removes the resume state. A rerun after a
 kill or time limit resumes from the newest checkpoint, on any number of processes.
 
-Request keys: ``base`` (checkpoint folder), ``data`` (a built training mix, :mod:`sbd_core.training_data`, or a folder
-with the synthetic ``train.jsonl`` of ``prompt``/``target`` rows), ``objective`` ("sbd" | "ntp"), ``train``
+Request keys: ``base`` (checkpoint folder), ``data`` (a built training mix: :func:`sbd_core.training_data.build`, the
+pack stage's output), ``objective`` ("sbd" | "ntp"), ``train``
 (:class:`sbd_core.train.TrainConfig` keys), ``out``, ``checkpoints``; optional ``allow_resize`` (mask token),
 ``device`` ("cuda" | "cpu"), ``threads`` (torch CPU threads per process), ``stop_after_steps`` (train up to that step,
 checkpoint and exit: for time-limited jobs), ``extra_files`` ({name: JSON} written into the output, e.g. provenance).
@@ -135,17 +135,10 @@ def launch(request: dict, processes: int = 1, nodes: int = 1, rdzv_endpoint: str
 
 
 def load_training_rows(data_dir, tokenizer, max_length: int):
-    """Rows of a built training mix (checked against this tokenizer and row length) or of synthetic pairs."""
-    from .io_utils import read_jsonl
-    from .train import tokenize_examples
+    """The rows of a built training mix (the pack stage's output), checked against this tokenizer and row length."""
     from .training_data import load_packed
-    from .training_data.build import MANIFEST
 
-    data_dir = Path(data_dir)
-    if (data_dir / MANIFEST).is_file():
-        return load_packed(data_dir, tokenizer, max_length)[0]
-    pairs = [(r["prompt"], r["target"]) for r in read_jsonl(data_dir / "train.jsonl")]
-    return tokenize_examples(tokenizer, pairs, max_length)
+    return load_packed(data_dir, tokenizer, max_length)[0]
 
 
 def worker(request: dict) -> dict:

@@ -40,7 +40,8 @@ def planned(workdir: Path, *args) -> dict[str, set[str]]:
 
 
 def expected(config: dict) -> dict[str, set[str]]:
-    return {"model": set(config["models"]), "objective": set(config["finetune"]["objectives"]),
+    return {"source": {s["name"] for s in config["data"]["sources"]}, "model": set(config["models"]),
+            "objective": set(config["finetune"]["objectives"]),
             "benchmark": set(config["benchmarks"]), "sampler": set(expand_samplers(config["decode"]["samplers"]))}
 
 
@@ -108,7 +109,7 @@ def test_paper_profile_plans_multi_node_finetunes_through_the_launcher(tmp_path)
     decodes = [j for j in planned if j["rule"] == "decode"]
     assert decodes and all(j["resources"]["gpu"] == "1" for j in decodes)
     downloads = [j for j in planned if j["rule"] in ("data", "fetch_base", "benchmark")]
-    assert len(downloads) == 1 + 2 + 5 and not any("gpu" in j["resources"] for j in downloads)
+    assert len(downloads) == 3 + 2 + 5 and not any("gpu" in j["resources"] for j in downloads)
 
 
 def test_slurm_profile_names_the_missing_account_and_partition(tmp_path):
@@ -129,7 +130,7 @@ def test_downloads_run_on_the_submitting_node(tmp_path):
     for tool in ("sbatch", "sacct", "squeue", "sacctmgr", "sinfo", "scontrol", "srun", "scancel"):
         (bin_dir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> {tmp_path}/calls.log\nexit 1\n')
         (bin_dir / tool).chmod(0o755)
-    targets = ["results/paper-8b/data", "results/paper-8b/models/qwen-3-8b/base"]
+    targets = ["results/paper-8b/data/tulu3", "results/paper-8b/models/qwen-3-8b/base"]
     out = snakemake(tmp_path, "--configfile", str(ROOT / "config" / "paper.yaml"), *SLURM, "--keep-going", "--slurm-init-seconds-before-status-checks", "1", *targets,
                     env={**SITE, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
     log = out.stdout + out.stderr

@@ -21,8 +21,12 @@ def test_data_stage_generates_synthetic_problems_and_reads_local_sources_in_plac
                         {"name": "gsm8k", "path": str(tmp_path / "gsm.jsonl")}]}
     pipeline.run_data(spec, tmp_path / "data")
     math, code = (read_jsonl(tmp_path / "data" / name / "train.jsonl") for name in ("math", "code"))
-    assert (len(math), len(code)) == (7, 3) and not (tmp_path / "data" / "gsm8k").exists()
-    assert json.loads((tmp_path / "data" / "provenance.json").read_text())["settings"]["sources"] == spec["sources"]
+    assert (len(math), len(code)) == (7, 3)
+    local = json.loads((tmp_path / "data" / "gsm8k" / "provenance.json").read_text())["settings"]
+    assert local["files"] == [str(tmp_path / "gsm.jsonl")] and not (tmp_path / "data" / "gsm8k" / "train.jsonl").exists()
+    assert json.loads((tmp_path / "data" / "math" / "provenance.json").read_text())["settings"]["problems"] == 7
+    with pytest.raises(FileNotFoundError, match="check the source's path"):
+        pipeline.run_data({"sources": [{"name": "tulu3", "path": str(tmp_path / "missing")}]}, tmp_path / "data")
     test_prompts = {p["prompt"] for p in read_jsonl(pipeline.run_benchmark("code", {"limit": 4}, tmp_path / "bench"))}
     assert len(test_prompts) == 4 and not test_prompts & {r["prompt"] for r in code}  # disjoint splits
     assert pipeline.synthetic_pairs(tmp_path / "data") == [(r["prompt"], r["target"]) for r in math + code]

@@ -29,20 +29,24 @@ log = logging.getLogger("sbd_core")
 
 # --------------------------------------------------------------------------------------------------------------- data
 def run_data(spec: dict, out_dir: Path) -> None:
-    """Every source's training documents under ``out_dir/<name>/``: hub sources downloaded at their pinned revisions
-    (sources with a local ``path`` are read in place), the synthetic tasks' training problems generated
-    (config ``data`` section; see :mod:`sbd_core.training_data`)."""
+    """Each source's training documents in ``out_dir/<name>/``, with its provenance: a hub source downloaded at its
+    pinned revision, a synthetic task's training problems generated, a local ``path`` checked and read in place later
+    (``spec``: the config's ``data`` section or part of it; the workflow runs one job per source)."""
     mix = MixSpec.from_dict(spec)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    folders = fetch(mix, out_dir)
-    write_json_atomic(provenance("data", {**spec, "folders": folders}, mix.seed), out_dir / "provenance.json")
+    files = fetch(mix, out_dir)
+    for entry in mix.sources:
+        settings = {**entry, "seed": mix.seed, "files": files[entry["name"]]}
+        write_json_atomic(provenance("data", settings, mix.seed), Path(out_dir) / entry["name"] / "provenance.json")
+
+
+def synthetic_files(data_dir: Path) -> list[Path]:
+    """The training rows of the synthetic tasks the data stage generated, in task order (math, code)."""
+    return [f for f in (Path(data_dir) / name / "train.jsonl" for name in ("math", "code")) if f.is_file()]
 
 
 def synthetic_pairs(data_dir: Path) -> list[tuple[str, str]]:
     """The (prompt, target) rows of the synthetic tasks the data stage generated, in task order (math, code)."""
-    files = [Path(data_dir) / name / "train.jsonl" for name in ("math", "code")]
-    pairs = [(r["prompt"], r["target"]) for f in files if f.is_file() for r in read_jsonl(f)]
+    pairs = [(r["prompt"], r["target"]) for f in synthetic_files(data_dir) for r in read_jsonl(f)]
     if not pairs:
         raise ValueError(f"a scratch base model is pretrained on the synthetic tasks, but {data_dir} holds none: add "
                          "{name: math, problems: N} and/or {name: code, problems: N} to data.sources")
@@ -87,7 +91,7 @@ def pretrain_scratch(model_spec: dict, data_dir: Path, out_dir: Path, checkpoint
     torch.manual_seed(config.seed)
     model = build_scratch_model(model_spec["arch"], tokenizer)
     checkpoint_dir = Path(checkpoint_dir)
-    fresh_checkpoints(checkpoint_dir, model_spec, [Path(data_dir) / "provenance.json"])
+    fresh_checkpoints(checkpoint_dir, model_spec, synthetic_files(data_dir))
     log_path = checkpoint_dir / "train_log.jsonl"
     rows = tokenize_examples(tokenizer, pairs, config.max_length)
     summary = train(model, tokenizer, rows, config, checkpoint_dir, log_path, progress=progress)

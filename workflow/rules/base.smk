@@ -21,12 +21,13 @@ rule fetch_base:
 
 rule pretrain_base:
     input:
-        data=f"{RUN}/data",
+        data=[f"{DATA_DIR}/{name}" for name in SYNTHETIC_SOURCES],
     output:
         directory(f"{RUN}/models/{{model}}/base"),
     params:
         spec=lambda wc: arg(config["models"][wc.model]),
         checkpoints=lambda wc: f"{RUN}/checkpoints/{wc.model}/base",
+        data=lambda wc, input: Path(input.data[0]).parent,
     wildcard_constraints:
         model=models_from(("scratch",)),
     threads: RUNTIME.threads
@@ -37,5 +38,5 @@ rule pretrain_base:
     conda:
         CONDA_ENV
     shell:
-        "python -m sbd_core --threads {threads} base --model-spec {params.spec:q} --data {input.data}"
+        "python -m sbd_core --threads {threads} base --model-spec {params.spec:q} --data {params.data}"
         " --out {output} --checkpoints {params.checkpoints} > {log} 2>&1"

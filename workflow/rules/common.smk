@@ -95,6 +95,14 @@ def _mix(data, finetune):
     return spec
 
 
+def fetch_spec(entry):
+    """The data job's settings for one source (the seed only matters to the generated ones)."""
+    spec = {"sources": [{k: v for k, v in entry.items() if k != "weight"}]}
+    if get_source(entry["name"]).generated and "seed" in config["data"]:
+        spec["seed"] = config["data"]["seed"]
+    return spec
+
+
 def finetune_resources():
     """A fine-tune job's resources: no GPU on the CPU; its GPUs on one node; or (several nodes) one SLURM task per
     node, the job's command running on the first node and starting the others itself (``mpi``: the slurm executor
@@ -111,9 +119,10 @@ LAUNCH_KEYS = ("nodes", "processes_per_node", "resubmit")
 LAUNCH = _checked(_layout, config["finetune"])
 FINETUNE_SPEC = section("finetune", drop=("objectives",) + LAUNCH_KEYS)
 PACK_SPEC = _checked(_mix, config["data"], FINETUNE_SPEC)
-# the data stage downloads: only the keys that decide which files (a new weight or budget must not download again)
-FETCH_SPEC = {"sources": [{k: v for k, v in e.items() if k != "weight"} for e in config["data"]["sources"]],
-              **{k: config["data"][k] for k in ("seed",) if k in config["data"]}}
+DATA_DIR = f"{RUN}/data"
+# one data job per source, with only the keys that decide its files (a new weight or budget must not download again)
+FETCH_SPECS = {e["name"]: fetch_spec(e) for e in config["data"]["sources"]}
+SYNTHETIC_SOURCES = [name for name in FETCH_SPECS if get_source(name).generated]
 # On the CPU the arms train side by side and share the run's threads; a GPU job's threads feed its processes.
 FINETUNE_THREADS = max(1, RUNTIME.threads // len(OBJECTIVES)) if RUNTIME.gpus == 0 else RUNTIME.threads
 
@@ -132,9 +141,10 @@ def unset_cluster_settings():
     return unset
 
 
-if unset_cluster_settings():
+UNSET_CLUSTER_SETTINGS = unset_cluster_settings()
+if UNSET_CLUSTER_SETTINGS:
     raise WorkflowError(
-        f"SLURM settings unset: {', '.join(unset_cluster_settings())}. Set them before submitting: export "
+        f"SLURM settings unset: {', '.join(UNSET_CLUSTER_SETTINGS)}. Set them before submitting: export "
         "SBD_SLURM_ACCOUNT=<your account> SBD_SLURM_PARTITION=<a GPU partition> (`sacctmgr show associations "
         "user=$USER` lists your accounts, `sinfo -s` the partitions), or write both into "
         "workflow/profiles/slurm/config.yaml")

@@ -4,27 +4,32 @@ localrules:
     benchmark,
 
 
+# one job per training source: download (hub), generate (synthetic tasks) or check a local copy (path)
 rule data:
     output:
-        directory(f"{RUN}/data"),
+        directory(f"{DATA_DIR}/{{source}}"),
     params:
-        spec=arg(FETCH_SPEC),
+        spec=lambda wc: arg(FETCH_SPECS[wc.source]),
+        out=lambda wc, output: Path(output[0]).parent,
+    wildcard_constraints:
+        source="|".join(FETCH_SPECS),
     log:
-        f"{RUN}/logs/data.log",
+        f"{RUN}/logs/data/{{source}}.log",
     conda:
         CONDA_ENV
     shell:
-        "python -m sbd_core data --spec {params.spec:q} --out {output} > {log} 2>&1"
+        "python -m sbd_core data --spec {params.spec:q} --out {params.out} > {log} 2>&1"
 
 
 rule pack:
     input:
-        data=f"{RUN}/data",
+        data=[f"{DATA_DIR}/{name}" for name in FETCH_SPECS],
         base=f"{RUN}/models/{{model}}/base",
     output:
         directory(f"{RUN}/packed/{{model}}"),
     params:
         spec=arg(PACK_SPEC),
+        data=lambda wc, input: Path(input.data[0]).parent,
     threads: PACK_SPEC.get("num_proc", 1)  # the tokenizer processes
     resources:
         gpu=0,
@@ -33,7 +38,7 @@ rule pack:
     conda:
         CONDA_ENV
     shell:
-        "python -m sbd_core --threads {threads} pack --spec {params.spec:q} --base {input.base} --data {input.data}"
+        "python -m sbd_core --threads {threads} pack --spec {params.spec:q} --base {input.base} --data {params.data}"
         " --out {output} > {log} 2>&1"
 
 
