@@ -26,6 +26,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from sbd_core.evaluation import limits
+
 __all__ = ["Settings", "CodeSettings", "GeneratedSettings", "GeneratedCodeSettings", "resolve"]
 
 
@@ -102,9 +104,9 @@ class Settings:
 class CodeSettings(Settings):
     """Settings of an execution-scored benchmark: the code scorer's worker count and limits."""
 
-    parallel: int = _setting(_positive_int, 2)
-    timeout_s: float = _setting(_positive_number, 3600.0)  # whole scoring run
-    max_memory_bytes: int = _setting(_positive_int, 4 << 30)  # per program
+    parallel: int = _setting(_positive_int, limits.PARALLEL)
+    timeout_s: float = _setting(_positive_number, limits.TIMEOUT_S)  # whole scoring run
+    max_memory_bytes: int = _setting(_positive_int, limits.MAX_MEMORY_BYTES)  # per program
 
 
 @dataclass(frozen=True, kw_only=True)

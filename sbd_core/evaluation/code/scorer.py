@@ -27,6 +27,7 @@ from typing import Any, Mapping, Sequence
 
 from evalplus.config import DEFAULT_GT_TIME_LIMIT_FACTOR, DEFAULT_MIN_TIME_LIMIT
 
+from sbd_core.evaluation import limits
 from sbd_core.io_utils import write_json_atomic
 
 from . import problems as schema
@@ -167,8 +168,9 @@ def _summarise(task_ids: list[str], statuses: dict, dataset: str, jailed: bool) 
 
 
 def evaluate_code(problems: Sequence[Mapping[str, Any]], completions: Mapping[str, str], work_dir: Path, *,
-                  dataset: str = "humaneval", completion_format: str | None = None, parallel: int = 2,
-                  max_memory_bytes: int = 1 << 30, timeout_s: float = 300, output_path: Path | None = None) -> dict:
+                  dataset: str = "humaneval", completion_format: str | None = None, parallel: int = limits.PARALLEL,
+                  max_memory_bytes: int = limits.MAX_MEMORY_BYTES, timeout_s: float = limits.TIMEOUT_S,
+                  output_path: Path | None = None) -> dict:
     """Score one sample per problem on its base and plus inputs; return pass@1 and per-problem statuses.
 
     Args:
