@@ -20,14 +20,14 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
 from .masking import SBDBatch, build_batch
-from .objective import compute_loss
+from .objective import OBJECTIVES, compute_loss
 
 
 @dataclass
 class TrainConfig:
     """Fine-tuning settings; identical for both arms except ``objective``."""
 
-    objective: str = "sbd"  # "sbd" or "ntp"
+    objective: str = "sbd"  # "ntp", "sbd" or "sbd_no_ntp_grad" (sbd_core.objective)
     max_steps: int = 100
     batch_size: int = 16
     grad_accum: int = 1
@@ -44,10 +44,16 @@ class TrainConfig:
     save_steps: int = 50
     logging_steps: int = 10
     bf16: bool = False
+    # Objective options; the defaults are the paper's recipe, anything else is a named departure (see the report).
+    matp_on_prompt: bool = True  # MATP targets may be prompt tokens (False: answers only; NTP follows loss_on_prompt)
+    matp_loss_weight: float = 1.0  # each MATP label counts this many times in the pooled mean (sbd_core.objective)
+    drop_empty_blocks: bool = True  # exact speed-up: leave out noised blocks without a MATP target (sbd_core.masking)
 
     def __post_init__(self):
-        if self.objective not in ("sbd", "ntp"):
-            raise ValueError(f"objective must be 'sbd' or 'ntp', got {self.objective!r}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {sorted(OBJECTIVES)}, got {self.objective!r}")
+        if not self.matp_loss_weight > 0:
+            raise ValueError(f"matp_loss_weight must be > 0 (1 = the paper), got {self.matp_loss_weight}")
         if not 1 <= self.block_size_min <= self.block_size_max:
             raise ValueError(f"need 1 <= block_size_min <= block_size_max, got {self.block_size_min}, {self.block_size_max}")
         for name in ("max_steps", "batch_size", "grad_accum", "max_length", "save_steps", "logging_steps"):
@@ -105,16 +111,19 @@ class SBDTrainer(Trainer):
         """The SBD (or NTP) batch for this micro-step."""
         cfg, seq = self.train_config, inputs["sequence"]
         gen = self._generator(seq.device)
-        k = 0
-        if cfg.objective == "sbd":
+        layout, k = OBJECTIVES[cfg.objective], 0
+        if layout == "sbd":
             k = int(torch.randint(cfg.block_size_min, cfg.block_size_max + 1, (1,), generator=gen, device=seq.device))
         loss_mask = None if cfg.loss_on_prompt else inputs["target"]
-        return build_batch(seq, cfg.objective, self.mask_token_id, k, doc_ids=inputs["doc_ids"], loss_mask=loss_mask,
-                           generator=gen)
+        matp_mask = loss_mask if cfg.matp_on_prompt else inputs["target"]
+        return build_batch(seq, layout, self.mask_token_id, k, doc_ids=inputs["doc_ids"], loss_mask=loss_mask,
+                           generator=gen, matp_loss_mask=matp_mask, drop_empty_blocks=cfg.drop_empty_blocks)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         self._tokens += int((inputs["doc_ids"] >= 0).sum())
-        out = compute_loss(model, self.layout(inputs))
+        cfg = self.train_config
+        out = compute_loss(model, self.layout(inputs), ntp_gradient=cfg.objective != "sbd_no_ntp_grad",
+                           matp_loss_weight=cfg.matp_loss_weight)
         for name in self._parts:
             value = getattr(out, name)
             if not math.isnan(value):
@@ -191,7 +200,7 @@ def train(model, tokenizer, rows: list[dict], config: TrainConfig, checkpoint_di
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     resume = get_last_checkpoint(str(checkpoint_dir))
     trim_log(log_path, resume)
-    mask_id = mask_token_id(model) if config.objective == "sbd" else None
+    mask_id = mask_token_id(model) if OBJECTIVES[config.objective] == "sbd" else None
     trainer = SBDTrainer(
         model=model,
         args=training_arguments(config, checkpoint_dir, progress),
