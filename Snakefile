@@ -1,14 +1,21 @@
-# Set Block Decoding reproduction: base -> finetune (ntp, sbd) -> decode (samplers) -> score -> report.
-# Default config: the embedded offline CPU run. Paper scale: --configfile config/paper.yaml --profile workflow/profiles/slurm
+# Set Block Decoding reproduction: data -> base -> finetune (objectives) -> decode (samplers) -> score -> report.
+#   snakemake --cores all                                   the embedded default (config/config.yaml): offline, CPU
+#   snakemake --configfile config/paper.yaml --profile workflow/profiles/slurm     paper scale
+# A --configfile REPLACES the default config: a profile means exactly what its file says (nothing is merged from
+# config/config.yaml). --config key=value still overrides single keys on top of whichever file is used.
+from pathlib import Path
+
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+if not workflow.overwrite_configfiles:
+
+    configfile: Path(workflow.basedir) / "config" / "config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
+validate(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
 
 
 report: "workflow/report/workflow.rst"

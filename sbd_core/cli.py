@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from . import pipeline, report
+from .settings import RuntimeSettings, from_section
 
 
 def _json(text: str):
@@ -24,16 +25,6 @@ def _json(text: str):
         raise argparse.ArgumentTypeError(f"not valid JSON ({err}): {text[:80]!r}") from err
 
 
-def _counts(values: list[str]) -> int | dict[str, int]:
-    """``["1500"]`` -> 1500; ``["math=20000", "code=1500"]`` -> a mapping."""
-    try:
-        if len(values) == 1 and "=" not in values[0]:
-            return int(values[0])
-        return {k: int(v) for k, v in (item.split("=", 1) for item in values)}
-    except ValueError as err:
-        raise SystemExit(f"--train-per-task takes N or TASK=N ..., got {values}: {err}") from None
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sbd_core", description=__doc__)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
@@ -41,12 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="stage", required=True)
 
     s = sub.add_parser("data", help="synthetic train/valid rows and held-out test problems")
-    s.add_argument("--tasks", nargs="+", required=True)
-    s.add_argument("--train-per-task", nargs="+", required=True, metavar="N|TASK=N",
-                   help="training problems: one count for every task, or TASK=N per task")
-    s.add_argument("--valid-per-task", type=int, default=50)
-    s.add_argument("--test-per-task", type=int, required=True)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--spec", type=_json, required=True,
+                   help='{"tasks": [...], "train_per_task": N or {TASK: N}, "test_per_task": N, "valid_per_task": N, "seed": N}')
     s.add_argument("--out", type=Path, required=True)
 
     s = sub.add_parser("base", help="base checkpoint: hub snapshot, local folder or tiny model pretrained here")
@@ -64,28 +51,36 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--checkpoints", type=Path, required=True)
 
-    s = sub.add_parser("decode", help="decode a task's test problems with one sampler")
+    s = sub.add_parser("benchmark", help="a benchmark's test problems: download, local file or generation")
+    s.add_argument("--name", required=True, help="a registered benchmark (sbd_core.benchmarks.BENCHMARKS)")
+    s.add_argument("--settings", type=_json, default=None, help="its config section, e.g. '{\"limit\": 200}'")
+    s.add_argument("--out", type=Path, required=True, help="folder for <name>_test.jsonl")
+
+    s = sub.add_parser("decode", help="decode a benchmark's test problems with one sampler")
     s.add_argument("--model", type=Path, required=True)
-    s.add_argument("--task", required=True)
-    s.add_argument("--data", type=Path, required=True)
-    s.add_argument("--sampler", required=True, help="the sampler's tag (names the run)")
-    s.add_argument("--sampler-spec", type=_json, required=True)
-    s.add_argument("--decode-spec", type=_json, required=True)
+    s.add_argument("--benchmark", required=True)
+    s.add_argument("--settings", type=_json, default=None, help="the benchmark's config section")
+    s.add_argument("--test-file", type=Path, required=True, help="the benchmark stage's <name>_test.jsonl")
+    s.add_argument("--sampler-spec", type=_json, required=True, help="a spec of sbd_core.samplers.sampler_spec")
+    s.add_argument("--decode-spec", type=_json, default={}, help='e.g. {"block_size": 16, "batch_size": 8}')
     s.add_argument("--runtime", type=_json, default={})
     s.add_argument("--out", type=Path, required=True)
 
-    s = sub.add_parser("score", help="score stored generations (lm-eval / evalplus)")
-    s.add_argument("--task", required=True)
-    s.add_argument("--data", type=Path, required=True)
+    s = sub.add_parser("score", help="score a generations file ({\"id\", \"completion\"} per line); prints the metric")
+    s.add_argument("--benchmark", required=True)
     s.add_argument("--generations", type=Path, required=True)
-    s.add_argument("--names", type=_json, required=True, help='{"model": .., "objective": .., "sampler": ..}')
-    s.add_argument("--code-settings", type=_json, default={})
-    s.add_argument("--work-dir", type=Path, required=True)
-    s.add_argument("--out", type=Path, required=True)
+    s.add_argument("--out", type=Path, required=True, help="JSON result with per-problem verdicts")
+    s.add_argument("--data", type=Path, default=None,
+                   help="the test file the generations answer, in the source dataset's own schema (default: fetch it)")
+    s.add_argument("--settings", type=_json, default=None, help="the benchmark's config section")
+    s.add_argument("--names", type=_json, default=None, help='{"model": .., "objective": .., "sampler": ..}')
+    s.add_argument("--work-dir", type=Path, default=None, help="scratch folder of the scorer (default: a temporary one)")
 
     s = sub.add_parser("report", help="tables and figures from score files")
     s.add_argument("--scores", type=Path, nargs="+", required=True)
     s.add_argument("--paper-table", type=Path, default=report.DEFAULT_PAPER_TABLE)
+    s.add_argument("--paper-bases", type=_json, default=None,
+                   help='which of our models stand for which row of the paper, e.g. {"llama-3.1-8b": "Llama-3.1 8B"}')
     s.add_argument("--out", type=Path, required=True)
     return p
 
@@ -97,20 +92,22 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     progress = not args.no_progress
     if args.stage == "data":
-        pipeline.run_data(args.tasks, _counts(args.train_per_task), args.valid_per_task, args.test_per_task, args.seed, args.out)
+        pipeline.run_data(from_section(pipeline.DataSpec, args.spec, "data"), args.out)
     elif args.stage == "base":
         pipeline.run_base(args.model_spec, args.data, args.out, args.checkpoints, progress)
     elif args.stage == "finetune":
         pipeline.run_finetune(args.base, args.data, args.objective, args.spec, args.out, args.checkpoints,
                               args.runtime, progress)
+    elif args.stage == "benchmark":
+        pipeline.run_benchmark(args.name, args.settings, args.out)
     elif args.stage == "decode":
-        pipeline.run_decode(args.model, args.task, args.data, args.sampler, args.sampler_spec, args.decode_spec,
-                            args.out, args.runtime, progress)
+        pipeline.run_decode(args.model, args.benchmark, args.settings, args.test_file, args.sampler_spec,
+                            args.decode_spec, args.out, from_section(RuntimeSettings, args.runtime, "runtime"), progress)
     elif args.stage == "score":
-        pipeline.run_score(args.task, args.data, args.generations, args.out, args.names, args.work_dir,
-                           args.code_settings)
+        pipeline.run_score(args.benchmark, args.generations, args.out, args.data, args.settings, args.names,
+                           args.work_dir)
     elif args.stage == "report":
-        pipeline.run_report(args.scores, args.out, args.paper_table)
+        pipeline.run_report(args.scores, args.out, args.paper_table, args.paper_bases)
     return 0
 
 

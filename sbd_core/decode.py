@@ -10,6 +10,10 @@ SBD mode, per batch of left-padded prompts:
 NTP mode prefills all but the last prompt token and then feeds one token per forward (plain greedy decoding unless the
 solver samples), so its NFE equals the number of generated tokens.
 
+Tokens never written (both modes, every solver; :func:`never_generated_ids`): the SBD mask token and a padding token of
+its own. Their logits are set to -inf before the solver sees them (:func:`sbd_core.solvers.exclude_tokens`), so the
+solver's entropies and confidences are those of the distribution renormalised over the other tokens.
+
 Stopping (our reading of the EB paper's generate-until, SBD_SPEC §2.4): a row stops once the EOS token, the end of a stop
 string, or ``max_new_tokens`` lies inside the revealed prefix of its generation (every earlier position revealed). Masks
 after that point need not be resolved. NFE per row = forwards after prefill in which the row still had masked positions,
@@ -29,7 +33,7 @@ from transformers import DynamicCache
 
 from .mask_token import mask_token_id
 from .masking import backend_mask
-from .solvers import get_solver
+from .solvers import exclude_tokens, get_solver
 
 
 @dataclass
@@ -108,6 +112,7 @@ class BlockDecoder:
             eos = () if tokenizer.eos_token_id is None else (tokenizer.eos_token_id,)
         self.eos = frozenset(int(t) for t in eos)
         self.mask_id = mask_token_id(model) if self.config.mode == "sbd" else None
+        self.excluded_ids = never_generated_ids(model, tokenizer, self.eos)
         self.context = getattr(model.config, "max_position_embeddings", None)
         self._stop_window = max((len(s) for s in self.config.stop_strings), default=0)
         self.cache = None
@@ -236,7 +241,7 @@ class BlockDecoder:
             while masked.any():
                 logits = self._block_forward(st, block, prev if first else None)
                 active = masked.any(dim=1).tolist()
-                reveal, tokens = self.solver(logits, masked)
+                reveal, tokens = self._solve(logits, masked)
                 block = torch.where(reveal, tokens, block)
                 masked &= ~reveal
                 self._after_forward(st, block, masked, active, max_new)
@@ -253,11 +258,15 @@ class BlockDecoder:
             allowed = self._keys_valid(st, cached + 1)[:, None, :]
             logits = self._forward(token, positions, allowed, keep_logits=1)
             masked = torch.ones(len(st.rows), 1, dtype=torch.bool, device=padded.device)
-            _, token = self.solver(logits, masked)
+            _, token = self._solve(logits, masked)
             # the single new position is revealed in every row: nothing stays masked
             self._after_forward(st, token, ~masked, [True] * len(st.rows), max_new)
             st.gen_len += 1
             token = self._drop_finished(st, token)
+
+    def _solve(self, logits, masked):
+        """The solver's (reveal, tokens) on ``logits`` without the excluded ids: the one place both modes decide."""
+        return self.solver(exclude_tokens(logits, self.excluded_ids), masked)
 
     # ----------------------------------------------------------------------------------------------- bookkeeping
     def _after_forward(self, st: _Batch, block, masked, active, max_new: int) -> None:
@@ -324,6 +333,24 @@ class BlockDecoder:
         body = ids[:-1] if st.reason[row] == "eos" else ids
         text = cut_at_stop(self.tokenizer.decode(body), self.config.stop_strings)
         return Generation(text, ids, st.nfe[row], st.reason[row], st.finish_time[row])
+
+
+def never_generated_ids(model, tokenizer, eos_ids) -> tuple[int, ...]:
+    """Token ids no decoder may write: the SBD mask token (when ``model`` records one; also in NTP mode) and the pad
+    token when it is a token of its own.
+
+    A revealed mask token would leave a hole that looks filled. A pad token marks where there is no text, so writing it
+    is never right; but tokenizers often reuse EOS (Qwen-3) or BOS as their pad token, and then that id has a real job
+    (ending a generation, starting a document) and stays allowed.
+    """
+    out = set()
+    mask_id = mask_token_id(model, required=False)
+    if mask_id is not None:
+        out.add(mask_id)
+    pad, bos = tokenizer.pad_token_id, tokenizer.bos_token_id
+    if pad is not None and pad not in eos_ids and pad != bos and pad != tokenizer.eos_token_id:
+        out.add(int(pad))
+    return tuple(sorted(out))
 
 
 def cut_at_stop(text: str, stop_strings) -> str:

@@ -45,8 +45,8 @@ def _add_new_token(tokenizer, model, allow_resize: bool) -> int:
     if len(tokenizer) >= rows and not allow_resize:
         raise ValueError(
             f"the tokenizer has no mask token and no unused reserved special token, and its {len(tokenizer)} tokens fill "
-            f"all {rows} embedding rows; pass allow_resize=True (config: mask_token.allow_resize) to add {NEW_MASK_TOKEN} "
-            "and resize the embeddings"
+            f"all {rows} embedding rows; pass allow_resize=True (config: finetune.allow_resize: true) to add "
+            f"{NEW_MASK_TOKEN} and resize the embeddings"
         )
     tokenizer.add_special_tokens({"additional_special_tokens": [NEW_MASK_TOKEN]})
     token_id = tokenizer.convert_tokens_to_ids(NEW_MASK_TOKEN)
@@ -55,10 +55,13 @@ def _add_new_token(tokenizer, model, allow_resize: bool) -> int:
     return token_id
 
 
-def mask_token_id(model) -> int:
-    """The mask token id recorded in ``model.config`` by :func:`setup_mask_token` (clear error if absent)."""
+def mask_token_id(model, required: bool = True) -> int | None:
+    """The mask token id recorded in ``model.config`` by :func:`setup_mask_token`; if absent, a clear error (or None
+    when not ``required``)."""
     value = getattr(model.config, CONFIG_KEY, None)
     if value is None:
+        if not required:
+            return None
         raise ValueError(
             f"model config has no {CONFIG_KEY}: this checkpoint was not prepared for SBD (run setup_mask_token before "
             "training, or decode it in NTP mode)"

@@ -25,7 +25,7 @@ gradients equal the full layout's; the step gets cheaper when the loss skips pro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -42,7 +42,8 @@ class SBDBatch:
     doc_ids: torch.Tensor  # [B, N] document id of each original position, -1 = padding
     block_size: int  # k (0 for the ntp objective)
     objective: str  # layout: "sbd" or "ntp"
-    noised_index: torch.Tensor | None = None  # [B, L - N] clean-half index each noised token copies, -1 = padding
+    noised_index: torch.Tensor | None = None  # [B, L - N] clean-half index of each noised token (-1 = padding); None:
+    # the full layout, noised token j copies clean token j
 
     @property
     def half(self) -> int:
@@ -91,7 +92,7 @@ def build_batch(
     [B, N+1] marks packed documents (``-1`` = padding); ``loss_mask`` [B, N+1] marks tokens that may be targets (e.g. to
     exclude prompts); ``matp_loss_mask`` (default: ``loss_mask``) does the same for MATP targets alone. ``generator``
     drives the masking-rate and token-mask draws. ``drop_empty_blocks`` leaves out noised segments without a MATP target
-    (exact, see the module docstring); the draws are the same either way.
+    (:func:`drop_empty_segments`, exact); the draws are the same either way.
     """
     if sequence.dim() != 2 or sequence.shape[1] < 2:
         raise ValueError(f"sequence must be [batch, N+1] with N >= 1, got shape {tuple(sequence.shape)}")
@@ -112,19 +113,15 @@ def build_batch(
         raise ValueError("the sbd objective needs mask_token_id")
     matp_mask = loss_mask if matp_loss_mask is None else matp_loss_mask
     noised, matp_labels = noise_copy(clean, clean_docs, mask_token_id, generator, matp_mask)
-    index = torch.arange(clean.shape[1], device=clean.device).expand_as(clean)
-    if drop_empty_blocks:
-        index = kept_noised_index(matp_labels, clean_docs, block_size)
-        noised, matp_labels = gather_noised(noised, index, mask_token_id), gather_noised(matp_labels, index, IGNORE_INDEX)
-    return SBDBatch(
+    batch = SBDBatch(
         input_ids=torch.cat([clean, noised], dim=1),
-        position_ids=torch.cat([positions, gather_noised(positions, index, 0)], dim=1),
+        position_ids=torch.cat([positions, positions], dim=1),
         labels=torch.cat([labels, matp_labels], dim=1),
         doc_ids=clean_docs,
         block_size=block_size,
         objective="sbd",
-        noised_index=index,
     )
+    return drop_empty_segments(batch) if drop_empty_blocks else batch
 
 
 def noise_copy(clean, clean_docs, mask_token_id, generator=None, loss_mask=None):
@@ -157,6 +154,20 @@ def kept_noised_index(matp_labels: torch.Tensor, clean_docs: torch.Tensor, block
 def gather_noised(values: torch.Tensor, index: torch.Tensor, fill: int) -> torch.Tensor:
     """``values`` [B, N] taken at ``index`` [B, M]; ``fill`` where the index is -1 (padding)."""
     return values.gather(1, index.clamp(min=0)).masked_fill(index < 0, fill)
+
+
+def drop_empty_segments(batch: SBDBatch) -> SBDBatch:
+    """``batch`` (the full sbd layout) without the noised segments that hold no MATP target: same loss and gradients.
+
+    Noised padding gets input id 0 and position 0 (nothing but itself attends to it)."""
+    if batch.objective != "sbd" or batch.noised_index is not None:
+        raise ValueError("drop_empty_segments needs a full sbd layout (objective 'sbd', noised_index None)")
+    n = batch.half
+    index = kept_noised_index(batch.labels[:, n:], batch.doc_ids, batch.block_size)
+    kept = {name: torch.cat([value[:, :n], gather_noised(value[:, n:], index, fill)], dim=1)
+            for name, value, fill in (("input_ids", batch.input_ids, 0), ("position_ids", batch.position_ids, 0),
+                                      ("labels", batch.labels, IGNORE_INDEX))}
+    return replace(batch, **kept, noised_index=index)
 
 
 def layout_sources(batch: SBDBatch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -218,7 +229,10 @@ def flex_block_mask(batch: SBDBatch):
             allowed = sbd_allowed(q_idx >= n, sources[b, q_idx], kv_idx >= n, sources[b, kv_idx], k)
         return (allowed & (docs[b, q_idx] == docs[b, kv_idx])) | (q_idx == kv_idx)
 
-    return create_block_mask(mask_mod, B=docs.shape[0], H=None, Q_LEN=length, KV_LEN=length, device=docs.device)
+    # compiled, the mask is built block by block; uncompiled, torch materialises every (query, key) pair, which at the
+    # doubled 32k row (65,536^2) needs tens of GB. On CPU (tests, short rows) the uncompiled path avoids a compile.
+    return create_block_mask(mask_mod, B=docs.shape[0], H=None, Q_LEN=length, KV_LEN=length, device=docs.device,
+                             _compile=docs.device.type == "cuda")
 
 
 def backend_mask(model, allowed: torch.Tensor) -> torch.Tensor:

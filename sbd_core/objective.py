@@ -14,8 +14,9 @@ Objectives (:data:`OBJECTIVES` maps each to its batch layout):
                        exactly as in one forward over the paper's doubled sequence. What the model loses is the direct
                        training signal of next-token prediction.
 
-``matp_loss_weight`` (default 1, the paper) counts every MATP label as that many labels in the pooled mean:
-``(sum CE_ntp + w * sum CE_matp) / (n_ntp + w * n_matp)``. A departure from the paper when not 1.
+``matp_loss_weight`` ``w`` (default 1, the paper) scales each MATP label's cross-entropy inside the pooled mean:
+``(sum CE_ntp + w * sum CE_matp) / (n_ntp + n_matp)`` (the denominator stays the label count, so a training loop may keep
+turning the mean into a sum by multiplying with the count). A departure from the paper when not 1.
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def attention_mask_for(model, batch: SBDBatch):
 def compute_loss(model, batch: SBDBatch, ntp_gradient: bool = True, matp_loss_weight: float = 1.0) -> LossOutput:
     """Forward ``batch`` through ``model`` and return the pooled cross-entropy with its NTP and MATP parts.
 
-    ``ntp_gradient=False`` detaches the NTP term (objective ``sbd_no_ntp_grad``); ``matp_loss_weight`` weights each MATP
-    label in the pooled mean (module docstring). With the defaults this is the paper's loss.
+    ``ntp_gradient=False`` detaches the NTP term (objective ``sbd_no_ntp_grad``); ``matp_loss_weight`` scales each MATP
+    label's cross-entropy (module docstring). With the defaults this is the paper's loss. The logged parts are unweighted.
     """
     if matp_loss_weight <= 0:
         raise ValueError(f"matp_loss_weight must be > 0, got {matp_loss_weight}")
@@ -70,7 +71,7 @@ def compute_loss(model, batch: SBDBatch, ntp_gradient: bool = True, matp_loss_we
     ntp_sum, matp_sum = ce[:, :n].sum(), ce[:, n:].sum()
     n_ntp, n_matp = int(valid[:, :n].sum()), int(valid[:, n:].sum())
     ntp_term = ntp_sum if ntp_gradient else ntp_sum.detach()
-    loss = (ntp_term + matp_loss_weight * matp_sum) / max(n_ntp + matp_loss_weight * n_matp, 1)
+    loss = (ntp_term + matp_loss_weight * matp_sum) / max(n_ntp + n_matp, 1)
     return LossOutput(
         loss=loss,
         ntp_loss=(ntp_sum.item() / n_ntp) if n_ntp else float("nan"),

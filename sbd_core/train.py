@@ -1,26 +1,43 @@
-"""NTP and SBD fine-tuning of any Hugging Face causal LM, on the transformers ``Trainer``.
+"""NTP and SBD fine-tuning of any Hugging Face causal LM, on 1 to N processes (torch FSDP2 + DCP, see distributed.py).
 
-The Trainer owns the loop, optimizer (AdamW), schedule (warmup + cosine, SBD_SPEC §1.6), checkpointing, resume (model,
-optimizer, scheduler and RNG states) and multi-device setups; this module only supplies the batch layout
-(:mod:`sbd_core.masking`) and the loss (:mod:`sbd_core.objective`). The SBD block size is drawn per step, uniformly in
-``[block_size_min, block_size_max]`` (paper: [2, 16]). Progress: the Trainer's bar (step, ETA) plus a ``train_log.jsonl``
-line per logging step with the pooled, NTP and MATP losses, learning rate and tokens/s.
+One short loop owns the schedule (AdamW, warmup + cosine to ``min_lr_ratio`` of the peak), gradient accumulation,
+clipping, logging and resume; :mod:`sbd_core.distributed` owns sharding, precision and checkpoints;
+:mod:`sbd_core.masking` the batch layout and :mod:`sbd_core.objective` the loss. (The transformers ``Trainer`` is not
+used: accelerate 1.15 shards with FSDP only on accelerators, so it could not run the sharded path on CPUs, and its loss
+accounting is per device.)
+
+What a run does not depend on: the number of processes and the micro-batch split. Step ``s`` trains on the same global
+batch of ``rows_per_step`` rows (a seeded permutation per epoch), draws one block size ``k ~ U[block_size_min,
+block_size_max]`` from (seed, step) (paper: [2, 16]) and each row's noise from (seed, step, row position), and its loss is
+the pooled mean over every label of the global batch (the counts are summed over processes before the backward). So 1
+process with 8 rows per micro-batch, 2 processes with 4, or 1 process with 4 x 2 accumulation give the same losses up to
+float summation order, and a run resumes exactly, on any number of processes.
+
+Progress: a tqdm bar in the main process and a ``train_log.jsonl`` line per logging step with the loss (mean of the
+steps' pooled losses), the pooled NTP and MATP losses, learning rate, gradient norm and tokens/s (all processes).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from transformers import Trainer, TrainerCallback, TrainingArguments
-from transformers.trainer_utils import get_last_checkpoint
 
-from .masking import SBDBatch, build_batch
+from . import distributed
+from .masking import IGNORE_INDEX, SBDBatch, build_batch, drop_empty_segments
 from .objective import OBJECTIVES, compute_loss
+
+log = logging.getLogger("sbd_core")
+ATTENTION = ("auto", "flex", "sdpa", "eager")
+# The paper's values of the settings a recipe may depart from (loss_on_prompt: the paper does not say; every token is
+# a target, as in its pretraining-style data).
+PAPER_RECIPE = {"loss_on_prompt": True, "matp_on_prompt": True, "matp_loss_weight": 1.0, "block_size_min": 2,
+                "block_size_max": 16}
 
 
 @dataclass
@@ -29,13 +46,13 @@ class TrainConfig:
 
     objective: str = "sbd"  # "ntp", "sbd" or "sbd_no_ntp_grad" (sbd_core.objective)
     max_steps: int = 100
-    batch_size: int = 16
-    grad_accum: int = 1
+    batch_size: int = 16  # rows per micro-batch and process
+    grad_accum: int = 1  # micro-batches per step (ignored when tokens_per_step is set)
     learning_rate: float = 3e-4
     warmup_steps: int = 10
-    weight_decay: float = 0.0
+    weight_decay: float = 0.0  # on matrices and embeddings, not on norms and biases
     max_grad_norm: float = 1.0
-    scheduler: str = "cosine"
+    scheduler: str = "cosine"  # any transformers scheduler name
     block_size_min: int = 2
     block_size_max: int = 16
     max_length: int = 256  # tokens per training row (N + 1)
@@ -43,10 +60,18 @@ class TrainConfig:
     seed: int = 0
     save_steps: int = 50
     logging_steps: int = 10
-    bf16: bool = False
-    # Objective options; the defaults are the paper's recipe, anything else is a named departure (see the report).
+    bf16: bool = False  # bf16 compute; master weights and optimizer state stay fp32
+    tokens_per_step: int | None = None  # global rows x max_length per optimizer step (paper: 2M); sets grad_accum
+    min_lr_ratio: float = 0.0  # floor of the cosine schedule as a fraction of the peak
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-8
+    attention: str = "auto"  # auto (flex on GPU, sdpa on CPU) | flex | sdpa | eager
+    activation_checkpointing: bool = False
+    save_total_limit: int = 2
+    # Objective options; the defaults are the paper's recipe, anything else is a departure (see departures()).
     matp_on_prompt: bool = True  # MATP targets may be prompt tokens (False: answers only; NTP follows loss_on_prompt)
-    matp_loss_weight: float = 1.0  # each MATP label counts this many times in the pooled mean (sbd_core.objective)
+    matp_loss_weight: float = 1.0  # scales each MATP label's cross-entropy in the pooled mean (sbd_core.objective)
     drop_empty_blocks: bool = True  # exact speed-up: leave out noised blocks without a MATP target (sbd_core.masking)
 
     def __post_init__(self):
@@ -56,9 +81,19 @@ class TrainConfig:
             raise ValueError(f"matp_loss_weight must be > 0 (1 = the paper), got {self.matp_loss_weight}")
         if not 1 <= self.block_size_min <= self.block_size_max:
             raise ValueError(f"need 1 <= block_size_min <= block_size_max, got {self.block_size_min}, {self.block_size_max}")
-        for name in ("max_steps", "batch_size", "grad_accum", "max_length", "save_steps", "logging_steps"):
+        for name in ("max_steps", "batch_size", "grad_accum", "max_length", "save_steps", "logging_steps",
+                     "save_total_limit"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.attention not in ATTENTION:
+            raise ValueError(f"attention must be one of {ATTENTION}, got {self.attention!r}")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+
+    def departures(self) -> dict:
+        """The settings of this arm that depart from the paper's recipe (:data:`PAPER_RECIPE`), e.g. for the report."""
+        relevant = PAPER_RECIPE if OBJECTIVES[self.objective] == "sbd" else {"loss_on_prompt": True}
+        return {key: getattr(self, key) for key, paper in relevant.items() if getattr(self, key) != paper}
 
 
 def tokenize_examples(tokenizer, pairs, max_length: int) -> list[dict]:
@@ -73,144 +108,282 @@ def tokenize_examples(tokenizer, pairs, max_length: int) -> list[dict]:
     return rows
 
 
-def pad_rows(rows: list[dict], pad_token_id: int) -> dict:
-    """Collate tokenized rows: right-pad ids, document id -1 on padding, the target mask."""
-    width = max(len(r["input_ids"]) for r in rows)
+def pad_rows(rows: list[dict], pad_token_id: int, width: int | None = None) -> dict:
+    """Collate tokenized rows: right-pad ids to ``width`` (default: the longest row), a document id per token (-1 on
+    padding), the target mask.
+
+    A packed row lists its documents' lengths in ``doc_lengths`` (ids 0, 1, ...); any other row is one document.
+    """
+    width = width or max(len(r["input_ids"]) for r in rows)
     seq = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
     docs = torch.full((len(rows), width), -1, dtype=torch.long)
     target = torch.zeros((len(rows), width), dtype=torch.long)
     for i, r in enumerate(rows):
-        seq[i, : len(r["input_ids"])] = torch.tensor(r["input_ids"])
-        docs[i, : len(r["input_ids"])] = 0
-        target[i, : len(r["target"])] = torch.tensor(r["target"])
+        n = len(r["input_ids"])
+        lengths = torch.as_tensor(r.get("doc_lengths", [n]), dtype=torch.long)
+        if int(lengths.sum()) != n:
+            raise ValueError(f"row {i}: doc_lengths sum to {int(lengths.sum())}, but the row has {n} tokens")
+        seq[i, :n] = torch.as_tensor(r["input_ids"])
+        docs[i, :n] = torch.repeat_interleave(torch.arange(len(lengths)), lengths)
+        target[i, : len(r["target"])] = torch.as_tensor(r["target"])
     return {"sequence": seq, "doc_ids": docs, "target": target}
 
 
-class SBDTrainer(Trainer):
-    """``Trainer`` whose loss is :func:`sbd_core.objective.compute_loss`; logs the NTP and MATP parts too.
+# --------------------------------------------------------------------------------------------------------------- batches
+def micro_batches_per_step(config: TrainConfig, world_size: int) -> int:
+    """Gradient accumulation steps: ``tokens_per_step / (batch_size x max_length x processes)`` or ``grad_accum``."""
+    if config.tokens_per_step is None:
+        return config.grad_accum
+    per_micro = config.batch_size * config.max_length * world_size
+    if config.tokens_per_step % per_micro:
+        raise ValueError(
+            f"tokens_per_step={config.tokens_per_step} is not a multiple of batch_size x max_length x processes = "
+            f"{config.batch_size} x {config.max_length} x {world_size} = {per_micro}; change one of them")
+    return config.tokens_per_step // per_micro
 
-    The step's block size and the noising draw come from a generator seeded by (seed, step, micro-batch), not from the
-    global RNG: the dataloader fetches one batch ahead, so global-RNG draws would not survive a resume exactly.
+
+class RowOrder:
+    """The global row sequence: epoch ``e`` is a permutation of all rows seeded by (seed, e), whatever the process count."""
+
+    def __init__(self, n_rows: int, seed: int):
+        if n_rows < 1:
+            raise ValueError("no training rows")
+        self.n_rows, self.seed, self._perms = n_rows, seed, {}
+
+    def row(self, position: int) -> int:
+        """The row index at global ``position`` (position // n_rows is the epoch)."""
+        epoch, offset = divmod(position, self.n_rows)
+        if epoch not in self._perms:
+            generator = torch.Generator().manual_seed(self.seed * 7919 + epoch)
+            self._perms = {e: p for e, p in self._perms.items() if e == epoch - 1}  # a step may straddle two epochs
+            self._perms[epoch] = torch.randperm(self.n_rows, generator=generator)
+        return int(self._perms[epoch][offset])
+
+
+def _seeded(*parts: int) -> torch.Generator:
+    """A CPU generator seeded from integers (seed, step, position, ...)."""
+    value = 0
+    for part in parts:
+        value = (value * 1_000_003 + part + 1) % (2**63 - 1)
+    return torch.Generator().manual_seed(value)
+
+
+def block_size_for_step(config: TrainConfig, step: int) -> int:
+    """k for this optimizer step (0 for ntp): one draw from (seed, step), shared by every micro-batch and process."""
+    if OBJECTIVES[config.objective] == "ntp":
+        return 0
+    return int(torch.randint(config.block_size_min, config.block_size_max + 1, (1,), generator=_seeded(config.seed, step)))
+
+
+def layout(inputs: dict, positions: list[int], config: TrainConfig, mask_token_id: int | None, step: int) -> SBDBatch:
+    """The SBD (or NTP) batch of collated ``inputs``; row i's noise comes from (seed, step, positions[i])."""
+    k, kind = block_size_for_step(config, step), OBJECTIVES[config.objective]
+    parts = []
+    for i, position in enumerate(positions):
+        target = inputs["target"][i : i + 1]
+        loss_mask = None if config.loss_on_prompt else target
+        parts.append(build_batch(inputs["sequence"][i : i + 1], kind, mask_token_id, k,
+                                 doc_ids=inputs["doc_ids"][i : i + 1], loss_mask=loss_mask,
+                                 generator=_seeded(config.seed, step, position),
+                                 matp_loss_mask=loss_mask if config.matp_on_prompt else target))
+    cat = {name: torch.cat([getattr(p, name) for p in parts]) for name in ("input_ids", "position_ids", "labels", "doc_ids")}
+    batch = SBDBatch(**cat, block_size=k, objective=kind)
+    return drop_empty_segments(batch) if kind == "sbd" and config.drop_empty_blocks else batch
+
+
+class BatchSource:
+    """This process's micro-batches of each step: micro-batch m of process r holds global slots (m x P + r) x B ..."""
+
+    def __init__(self, rows, config: TrainConfig, runtime: distributed.Runtime, pad_token_id: int, mask_token_id):
+        self.rows, self.config, self.runtime = rows, config, runtime
+        self.pad_token_id, self.mask_token_id = pad_token_id, mask_token_id
+        self.accum = micro_batches_per_step(config, runtime.world_size)
+        self.rows_per_step = self.accum * runtime.world_size * config.batch_size
+        self.order = RowOrder(len(rows), config.seed)
+
+    def step(self, step: int) -> list[SBDBatch]:
+        """The layouts of this process's micro-batches for optimizer step ``step``.
+
+        Every micro-batch is padded to the longest row of the whole global batch, so a row's layout (which of its tokens
+        are inputs, where its noised copy starts) does not depend on how the batch is split.
+        """
+        b, world, first_of_step = self.config.batch_size, self.runtime.world_size, step * self.rows_per_step
+        width = max(len(self.rows[self.order.row(p)]["input_ids"])
+                    for p in range(first_of_step, first_of_step + self.rows_per_step))
+        out = []
+        for micro in range(self.accum):
+            first = first_of_step + (micro * world + self.runtime.rank) * b
+            positions = list(range(first, first + b))
+            inputs = pad_rows([self.rows[self.order.row(p)] for p in positions], self.pad_token_id, width)
+            out.append(layout(inputs, positions, self.config, self.mask_token_id, step))
+        return out
+
+
+# --------------------------------------------------------------------------------------------------------------- model
+def attention_backend(requested: str, device: torch.device) -> str:
+    """The attention implementation to train with; FlexAttention has no backward on CPU, so CPU runs fall back."""
+    if requested == "auto":
+        return "flex_attention" if device.type == "cuda" else "sdpa"
+    if requested == "flex" and device.type != "cuda":
+        log.warning("attention 'flex' asked for, but FlexAttention has no backward pass on %s (torch %s): training "
+                    "with the dense mask (sdpa) instead", device.type, torch.__version__)
+        return "sdpa"
+    return "flex_attention" if requested == "flex" else requested
+
+
+def prepare_model(model, config: TrainConfig, runtime: distributed.Runtime):
+    """fp32 master weights, the attention backend, activation checkpointing, then sharding (several processes)."""
+    if any(p.dtype != torch.float32 for p in model.parameters()):
+        log.info("casting the model to float32 for training: master weights and AdamW state stay fp32%s",
+                 " (compute in bf16)" if config.bf16 else "")
+        model.float()
+    model.set_attn_implementation(attention_backend(config.attention, runtime.device))
+    if config.activation_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.config.use_cache = False
+    model.train()
+    return distributed.shard(model, runtime, config.bf16)
+
+
+def build_optimizer(model, config: TrainConfig):
+    """AdamW (decay on matrices and embeddings, not on norms and biases) and the warmup + cosine schedule."""
+    from transformers import get_scheduler
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": config.weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=config.learning_rate, betas=(config.adam_beta1, config.adam_beta2),
+                                  eps=config.adam_eps)
+    name, extra = config.scheduler, None
+    if config.min_lr_ratio > 0:
+        if name != "cosine":
+            raise ValueError(f"min_lr_ratio needs scheduler 'cosine', got {name!r}")
+        name, extra = "cosine_with_min_lr", {"min_lr_rate": config.min_lr_ratio}
+    scheduler = get_scheduler(name, optimizer, num_warmup_steps=config.warmup_steps,
+                              num_training_steps=config.max_steps, scheduler_specific_kwargs=extra)
+    return optimizer, scheduler
+
+
+# --------------------------------------------------------------------------------------------------------------- loop
+def train_step(model, optimizer, scheduler, batches: list[SBDBatch], config: TrainConfig,
+               runtime: distributed.Runtime) -> dict:
+    """Forward/backward every micro-batch with the loss normalised by the global label count, clip, step.
+
+    Returns the step's global sums: ntp and matp loss sums and counts, and non-padding tokens.
     """
-
-    def __init__(self, *args, train_config: TrainConfig, mask_token_id: int | None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.train_config, self.mask_token_id = train_config, mask_token_id
-        self._parts = {"ntp_loss": [], "matp_loss": []}
-        self._tokens, self._clock = 0, time.perf_counter()
-        self._micro_step = (-1, 0)
-
-    def _generator(self, device) -> torch.Generator:
-        step = self.state.global_step
-        micro = self._micro_step[1] + 1 if self._micro_step[0] == step else 0
-        self._micro_step = (step, micro)
-        seed = (self.train_config.seed * 1_000_003 + step * 1_009 + micro) % (2**63)
-        return torch.Generator(device=device).manual_seed(seed)
-
-    def layout(self, inputs: dict) -> SBDBatch:
-        """The SBD (or NTP) batch for this micro-step."""
-        cfg, seq = self.train_config, inputs["sequence"]
-        gen = self._generator(seq.device)
-        layout, k = OBJECTIVES[cfg.objective], 0
-        if layout == "sbd":
-            k = int(torch.randint(cfg.block_size_min, cfg.block_size_max + 1, (1,), generator=gen, device=seq.device))
-        loss_mask = None if cfg.loss_on_prompt else inputs["target"]
-        matp_mask = loss_mask if cfg.matp_on_prompt else inputs["target"]
-        return build_batch(seq, layout, self.mask_token_id, k, doc_ids=inputs["doc_ids"], loss_mask=loss_mask,
-                           generator=gen, matp_loss_mask=matp_mask, drop_empty_blocks=cfg.drop_empty_blocks)
-
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        self._tokens += int((inputs["doc_ids"] >= 0).sum())
-        cfg = self.train_config
-        out = compute_loss(model, self.layout(inputs), ntp_gradient=cfg.objective != "sbd_no_ntp_grad",
-                           matp_loss_weight=cfg.matp_loss_weight)
-        for name in self._parts:
-            value = getattr(out, name)
-            if not math.isnan(value):
-                self._parts[name].append(value)
-        return (out.loss, None) if return_outputs else out.loss
-
-    def log(self, logs, start_time=None):
-        if "loss" in logs:
-            for name, values in self._parts.items():
-                if values:
-                    logs[name] = sum(values) / len(values)
-                values.clear()
-            now = time.perf_counter()
-            logs["tokens_per_s"] = self._tokens / max(now - self._clock, 1e-9)
-            self._tokens, self._clock = 0, now
-        super().log(logs, start_time)
+    labels = sum(int((b.labels != IGNORE_INDEX).sum()) for b in batches)
+    total = float(distributed.all_reduce_sum(torch.tensor([float(labels)], device=runtime.device), runtime)[0])
+    scale = runtime.world_size / max(total, 1.0)  # FSDP averages gradients over processes: undo that, sum instead
+    sums = torch.zeros(5, dtype=torch.float64)
+    for batch in batches:
+        with distributed.autocast(runtime, config.bf16):
+            out = compute_loss(model, batch.to(runtime.device), ntp_gradient=config.objective != "sbd_no_ntp_grad",
+                               matp_loss_weight=config.matp_loss_weight)
+        (out.loss * ((out.n_ntp + out.n_matp) * scale)).backward()
+        parts = [out.ntp_loss * out.n_ntp if out.n_ntp else 0.0, out.n_ntp,
+                 out.matp_loss * out.n_matp if out.n_matp else 0.0, out.n_matp, int((batch.doc_ids >= 0).sum())]
+        sums += torch.tensor(parts, dtype=torch.float64)
+    max_norm = config.max_grad_norm if config.max_grad_norm > 0 else float("inf")
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    lr = scheduler.get_last_lr()[0]
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+    sums = distributed.all_reduce_sum(sums.to(runtime.device), runtime).cpu()
+    return {"sums": sums, "grad_norm": float(norm), "learning_rate": lr}
 
 
-class JsonlLogger(TrainerCallback):
-    """Append one JSON line per logging step to ``path``."""
+class LogWindow:
+    """Collects the steps between two log lines and turns them into one ``train_log.jsonl`` record."""
 
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self):
+        self.reset()
 
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs and "loss" in logs:
-            with open(self.path, "a") as f:
-                f.write(json.dumps({"step": state.global_step, **logs}) + "\n")
+    def reset(self) -> None:
+        self.steps, self.sums, self.clock, self.last = [], torch.zeros(5, dtype=torch.float64), time.perf_counter(), {}
+
+    def add(self, result: dict) -> None:
+        s = result["sums"]
+        self.steps.append(float((s[0] + s[2]) / max(float(s[1] + s[3]), 1.0)))
+        self.sums += s
+        self.last = result
+
+    def record(self, step: int, epoch: float) -> dict:
+        s, now = self.sums, time.perf_counter()
+        record = {"step": step, "loss": sum(self.steps) / len(self.steps),
+                  "ntp_loss": float(s[0] / s[1]) if s[1] else math.nan,
+                  "matp_loss": float(s[2] / s[3]) if s[3] else math.nan,
+                  "learning_rate": self.last["learning_rate"], "grad_norm": self.last["grad_norm"],
+                  "tokens_per_s": float(s[4]) / max(now - self.clock, 1e-9), "epoch": epoch}
+        self.reset()
+        return {k: v for k, v in record.items() if not (isinstance(v, float) and math.isnan(v))}
 
 
-def trim_log(log_path: Path, resume: str | None) -> None:
+def trim_log(log_path: Path, step: int) -> None:
     """Keep only log lines the resumed run will not write again (all of them go on a fresh start)."""
     if not log_path.exists():
         return
-    step = int(Path(resume).name.split("-")[-1]) if resume else 0
     kept = [line for line in log_path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
     log_path.write_text("".join(line + "\n" for line in kept))
 
 
-def training_arguments(config: TrainConfig, checkpoint_dir: Path, progress: bool) -> TrainingArguments:
-    """The Trainer settings derived from ``config``."""
-    return TrainingArguments(
-        output_dir=str(checkpoint_dir),
-        max_steps=config.max_steps,
-        per_device_train_batch_size=config.batch_size,
-        gradient_accumulation_steps=config.grad_accum,
-        learning_rate=config.learning_rate,
-        warmup_steps=config.warmup_steps,
-        weight_decay=config.weight_decay,
-        max_grad_norm=config.max_grad_norm,
-        lr_scheduler_type=config.scheduler,
-        logging_steps=config.logging_steps,
-        save_steps=config.save_steps,
-        save_total_limit=2,
-        seed=config.seed,
-        data_seed=config.seed,
-        bf16=config.bf16,
-        report_to="none",
-        remove_unused_columns=False,
-        dataloader_num_workers=0,
-        dataloader_pin_memory=False,
-        disable_tqdm=not progress,
-    )
+def _resume(checkpoint_dir: Path, model, optimizer, scheduler, log_path: Path, runtime) -> tuple[int, str | None]:
+    """Load the newest checkpoint if any; return (first step to run, checkpoint path)."""
+    found = distributed.last_checkpoint(checkpoint_dir)
+    step = 0
+    if found is not None:
+        state = distributed.load_checkpoint(found, model, optimizer)
+        scheduler.load_state_dict(state["scheduler"])
+        step = state["step"]
+        log.info("resuming from %s (step %d, written by %d processes)", found, step, state["world_size"])
+    if runtime.is_main:
+        trim_log(log_path, step)
+    distributed.barrier(runtime)
+    return step, str(found) if found else None
 
 
-def train(model, tokenizer, rows: list[dict], config: TrainConfig, checkpoint_dir: Path, log_path: Path,
-          progress: bool = True, callbacks: list | None = None) -> dict:
-    """Train ``model`` in place on tokenized ``rows``; resume from the newest checkpoint in ``checkpoint_dir`` if any.
+def train(model, tokenizer, rows, config: TrainConfig, checkpoint_dir: Path, log_path: Path, progress: bool = True,
+          callbacks: list | None = None, runtime: distributed.Runtime | None = None, stop_at: int | None = None) -> dict:
+    """Train ``model`` in place on tokenized ``rows`` (a sequence of dicts, see :func:`pad_rows`); resume from the newest
+    checkpoint in ``checkpoint_dir`` if any. ``callbacks``: callables ``cb(step, record_or_None)`` after every step.
+    ``stop_at``: stop after this step with a checkpoint (a time-limited job); the next call resumes from it.
 
-    Returns a summary with the final logged losses. The caller saves the model (see :mod:`sbd_core.checkpoint`).
+    Returns a summary with the final logged losses. Under several processes every process calls this; the caller saves
+    the model (:func:`sbd_core.distributed.full_state_dict`, :mod:`sbd_core.checkpoint`).
     """
+    from tqdm.auto import tqdm
+
     from .mask_token import mask_token_id
 
+    runtime = runtime or distributed.init_runtime(str(next(model.parameters()).device))
+    checkpoint_dir, log_path = Path(checkpoint_dir), Path(log_path)
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    resume = get_last_checkpoint(str(checkpoint_dir))
-    trim_log(log_path, resume)
     mask_id = mask_token_id(model) if OBJECTIVES[config.objective] == "sbd" else None
-    trainer = SBDTrainer(
-        model=model,
-        args=training_arguments(config, checkpoint_dir, progress),
-        train_dataset=rows,
-        data_collator=lambda rows: pad_rows(rows, tokenizer.pad_token_id or 0),
-        callbacks=[JsonlLogger(log_path), *(callbacks or [])],
-        train_config=config,
-        mask_token_id=mask_id,
-    )
-    trainer.train(resume_from_checkpoint=resume)
-    history = [h for h in trainer.state.log_history if "loss" in h]
-    return {"resumed_from": resume, "steps": trainer.state.global_step, "final": history[-1] if history else {},
-            "config": asdict(config)}
+    source = BatchSource(rows, config, runtime, tokenizer.pad_token_id or 0, mask_id)
+    model = prepare_model(model, config, runtime)
+    optimizer, scheduler = build_optimizer(model, config)
+    start, resumed = _resume(checkpoint_dir, model, optimizer, scheduler, log_path, runtime)
+    window, record = LogWindow(), {}
+    bar = tqdm(total=config.max_steps, initial=start, disable=not (progress and runtime.is_main), desc=config.objective)
+    last = min(config.max_steps, stop_at or config.max_steps)
+    for step in range(start, last):
+        window.add(train_step(model, optimizer, scheduler, source.step(step), config, runtime))
+        done, logged = step + 1, None
+        if done % config.logging_steps == 0 or done == config.max_steps:
+            logged = record = window.record(done, done * source.rows_per_step / len(rows))
+            if runtime.is_main:
+                with open(log_path, "a") as f:
+                    f.write(json.dumps(record) + "\n")
+                bar.set_postfix(loss=f"{record['loss']:.3f}")
+        if (done % config.save_steps == 0 or done == last) and done < config.max_steps:
+            state = {"step": done, "world_size": runtime.world_size, "scheduler": scheduler.state_dict()}
+            distributed.save_checkpoint(checkpoint_dir, done, model, optimizer, state, runtime, config.save_total_limit)
+        bar.update(1)
+        for callback in callbacks or []:
+            callback(done, logged)
+    bar.close()
+    return {"resumed_from": resumed, "steps": max(last, start), "finished": last == config.max_steps,
+            "final": record, "config": asdict(config),
+            "world_size": runtime.world_size, "micro_batches_per_step": source.accum,
+            "rows_per_step": source.rows_per_step}

@@ -41,11 +41,12 @@ def test_hub_download_offline_says_what_to_do(tmp_path):
 
 
 def test_data_stage_counts_per_task(tmp_path):
-    pipeline.run_data(["math", "code"], {"math": 7, "code": 3}, 2, 4, 0, tmp_path)
+    pipeline.run_data(pipeline.DataSpec(["math", "code"], {"math": 7, "code": 3}, valid_per_task=2), tmp_path)
     train = read_jsonl(tmp_path / "train.jsonl")
     assert [r["task"] for r in train].count("math") == 7 and [r["task"] for r in train].count("code") == 3
-    assert len(read_jsonl(tmp_path / "code_test.jsonl")) == 4
-    test_prompts = {p["prompt"] for p in read_jsonl(tmp_path / "code_test.jsonl")}
-    assert not test_prompts & {r["prompt"] for r in train}
+    assert len(read_jsonl(tmp_path / "valid.jsonl")) == 4
+    test_file = pipeline.run_benchmark("code", {"limit": 4}, tmp_path / "bench")
+    test_prompts = {p["prompt"] for p in read_jsonl(test_file)}
+    assert len(test_prompts) == 4 and not test_prompts & {r["prompt"] for r in train}
     with pytest.raises(ValueError, match="no count for task"):
-        pipeline.run_data(["math", "code"], {"math": 7}, 2, 4, 0, tmp_path / "bad")
+        pipeline.run_data(pipeline.DataSpec(["math", "code"], {"math": 7}), tmp_path / "bad")

@@ -49,7 +49,15 @@ def test_dropping_empty_blocks_keeps_loss_and_gradients(model_kind, tokenizer, a
         assert torch.allclose(grad, grads_b[name], atol=1e-6, rtol=1e-5), name
 
 
-def test_flex_block_mask_on_the_compact_layout_gives_the_dense_loss(tokenizer):
+@pytest.fixture
+def fresh_compiler():
+    """A clean torch.compile state before and after (a FlexAttention compile at another length breaks later CPU ones)."""
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def test_flex_block_mask_on_the_compact_layout_gives_the_dense_loss(tokenizer, fresh_compiler):
     pytest.importorskip("torch.nn.attention.flex_attention")
     _, _, answer = packed_rows(len(tokenizer))
     full, compact = both_layouts(len(tokenizer), seed=2, loss_mask=answer)

@@ -129,7 +129,7 @@ def test_mask_token_reuses_reserved_token_then_spare_row_then_resizes():
 
     full_tok = char_tokenizer(specials=["<|begin_of_text|>", "<|end_of_text|>", "<|pad|>"])
     full = tiny_model("llama", len(full_tok))
-    with pytest.raises(ValueError, match="allow_resize"):
+    with pytest.raises(ValueError, match=r"config: finetune\.allow_resize: true"):  # the key that exists
         setup_mask_token(full_tok, full)
     token_id = setup_mask_token(full_tok, full, allow_resize=True)
     assert full.get_input_embeddings().weight.shape[0] == token_id + 1

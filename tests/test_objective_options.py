@@ -10,7 +10,7 @@ from conftest import tiny_model
 from sbd_core.mask_token import setup_mask_token
 from sbd_core.masking import IGNORE_INDEX, build_batch
 from sbd_core.objective import attention_mask_for, compute_loss
-from sbd_core.train import SBDTrainer, TrainConfig, pad_rows, tokenize_examples, train, training_arguments
+from sbd_core.train import PAPER_RECIPE, TrainConfig, layout, pad_rows, tokenize_examples, train
 
 N = 24
 
@@ -51,12 +51,12 @@ def test_no_ntp_grad_has_the_sbd_loss_value_and_only_the_matp_gradient(model_kin
     assert any(not torch.allclose(got[n], full[n], atol=1e-5) for n in full)  # the NTP term did carry gradient
 
 
-def test_matp_loss_weight_counts_each_matp_label_w_times(tokenizer):
+def test_matp_loss_weight_scales_each_matp_label_in_the_pooled_mean(tokenizer):
     model = tiny_model("llama", len(tokenizer))
     batch = batch_of(len(tokenizer), seed=2)
     with torch.no_grad():
         out = compute_loss(model, batch, matp_loss_weight=2.5)
-    expected = (out.ntp_loss * out.n_ntp + 2.5 * out.matp_loss * out.n_matp) / (out.n_ntp + 2.5 * out.n_matp)
+    expected = (out.ntp_loss * out.n_ntp + 2.5 * out.matp_loss * out.n_matp) / (out.n_ntp + out.n_matp)
     assert math.isclose(out.loss.item(), expected, rel_tol=1e-5)
     with pytest.raises(ValueError, match="matp_loss_weight"):
         compute_loss(model, batch, matp_loss_weight=0)
@@ -64,16 +64,12 @@ def test_matp_loss_weight_counts_each_matp_label_w_times(tokenizer):
         TrainConfig(matp_loss_weight=-1.0)
 
 
-def test_matp_on_prompt_false_keeps_ntp_prompt_labels_and_drops_matp_ones(tokenizer, tmp_path):
-    """Through the trainer's layout: NTP labels on prompts stay (loss_on_prompt), MATP targets are answers only."""
-    model = tiny_model("llama", len(tokenizer))
-    setup_mask_token(tokenizer, model)
+def test_matp_on_prompt_false_keeps_ntp_prompt_labels_and_drops_matp_ones(tokenizer):
+    """Through the training loop's layout: NTP labels on prompts stay (loss_on_prompt), MATP targets are answers only."""
     rows = tokenize_examples(tokenizer, [("question number %d is" % i, " answer %d" % i) for i in range(8)], 64)
     inputs = pad_rows(rows, tokenizer.pad_token_id)
     config = TrainConfig(objective="sbd", matp_on_prompt=False, block_size_min=4, block_size_max=4)
-    trainer = SBDTrainer(model=model, args=training_arguments(config, tmp_path, progress=False), train_config=config,
-                         mask_token_id=3)
-    batch = trainer.layout(inputs)
+    batch = layout(inputs, list(range(len(rows))), config, mask_token_id=3, step=0)
     n, answer = batch.half, inputs["target"][:, :-1].bool()
     ntp_targets = batch.labels[:, :n] != IGNORE_INDEX
     assert (ntp_targets & ~inputs["target"][:, 1:].bool()).any()  # NTP still learns prompt tokens
@@ -82,7 +78,15 @@ def test_matp_on_prompt_false_keeps_ntp_prompt_labels_and_drops_matp_ones(tokeni
     assert matp.any() and answer[rows_idx[matp], batch.noised_index[matp]].all()
 
 
-def test_sbd_no_ntp_grad_trains_through_the_trainer(tokenizer, tmp_path):
+def test_departures_name_the_settings_that_leave_the_papers_recipe():
+    assert TrainConfig(objective="sbd").departures() == {}
+    assert TrainConfig(objective="sbd", **PAPER_RECIPE).departures() == {}
+    ours = dict(loss_on_prompt=False, matp_loss_weight=2.0, block_size_max=8)
+    assert TrainConfig(objective="sbd_no_ntp_grad", **ours).departures() == ours
+    assert TrainConfig(objective="ntp", **ours).departures() == {"loss_on_prompt": False}  # MATP options do not apply
+
+
+def test_sbd_no_ntp_grad_trains_through_the_training_loop(tokenizer, tmp_path):
     model = tiny_model("llama", len(tokenizer))
     setup_mask_token(tokenizer, model)
     rows = tokenize_examples(tokenizer, [(f"{a}+{b}=", f"{a + b}") for a in range(10, 20) for b in range(3)], 16)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import math
@@ -16,41 +17,46 @@ import pytest
 from sbd_core import cli, report
 from sbd_core.report import (
     DEFAULT_PAPER_TABLE, FIG_DPI, FIG_SIZE_IN, ScoreFileError, load_paper_table, load_scores, paper_table_display,
-    png_size, summarize, table1, write_report,
+    build_report, png_size, summarize, table1, write_report,
 )
+from sbd_core.samplers import sampler_spec
 
 REPO = Path(__file__).resolve().parents[1]
 
 MODEL = "tiny"
-# (objective, sampler, solver name, params, {task: (accuracy, total_nfe)}); total_tokens is 1000 for every run.
+# (objective, sampler, solver, params, {benchmark: (accuracy, total_nfe, wall_time_s)}); total_tokens is 1000 everywhere.
 RUNS = [
-    ("ntp", "ntp", "ntp", {}, {"math": (0.80, 1000), "code": (0.50, 800)}),
-    ("sbd", "ntp", "ntp", {}, {"math": (0.81, 1000), "code": (0.52, 800)}),
-    ("sbd", "eb-entropy-g0.1", "eb", {"gamma": 0.1, "proxy": "entropy"}, {"math": (0.79, 500), "code": (0.50, 400)}),
-    ("sbd", "eb-entropy-g0.4", "eb", {"gamma": 0.4, "proxy": "entropy"}, {"math": (0.75, 250), "code": (0.45, 320)}),
-    ("sbd", "eb-entropy-g0.01", "eb", {"gamma": 0.01}, {"math": (0.80, 800), "code": (0.51, 640)}),
-    ("sbd", "conf-thr-0.9", "confidence_threshold", {"threshold": 0.9}, {"math": (0.78, 400), "code": (0.49, 200)}),
+    ("ntp", "ntp", "ntp", {}, {"math": (0.80, 1000, 10.0), "code": (0.50, 800, 8.0)}),
+    ("sbd", "ntp", "ntp", {}, {"math": (0.81, 1000, 10.0), "code": (0.52, 800, 8.0)}),
+    ("sbd", "eb-entropy-g0.1", "eb", {"gamma": 0.1}, {"math": (0.79, 500, 4.0), "code": (0.50, 400, 5.0)}),
+    ("sbd", "eb-entropy-g0.4", "eb", {"gamma": 0.4}, {"math": (0.75, 250, 2.0), "code": (0.45, 320, 4.0)}),
+    ("sbd", "eb-entropy-g0.01", "eb", {"gamma": 0.01}, {"math": (0.80, 800, 8.0), "code": (0.51, 640, 6.4)}),
+    ("sbd", "conf-thr-0.9", "confidence_threshold", {"threshold": 0.9},
+     {"math": (0.78, 400, 5.0), "code": (0.49, 200, 2.0)}),
 ]
 
 
-def score_dict(objective, sampler, solver, params, task, acc, nfe, model=MODEL) -> dict:
-    """One score record following the scoring-stage schema."""
+def score_dict(objective, sampler, solver, params, benchmark, acc, nfe, wall=1.5, model=MODEL, departures=None) -> dict:
+    """One score record following the score stage's schema."""
+    spec = sampler_spec(solver, **params)
+    assert spec["tag"] == sampler, (spec["tag"], sampler)
     return {
-        "model": model, "objective": objective, "sampler": sampler, "task": task, "accuracy": acc,
-        "metrics": {"exact_match": acc}, "n_problems": 10, "total_nfe": nfe, "total_tokens": 1000,
-        "mean_nfe": nfe / 10, "tokens_per_forward": 1000 / nfe, "mean_tokens_per_forward": 1000 / nfe,
-        "wall_time_s": 1.5, "solver": {"name": solver, "params": params}, "block_size": 16, "provenance": {"git": "x"},
+        "model": model, "objective": objective, "sampler": sampler, "benchmark": benchmark, "accuracy": acc,
+        "metrics": {"exact_match": acc}, "n": 10, "n_problems": 10, "total_nfe": nfe, "total_tokens": 1000,
+        "mean_tokens_per_forward": 1000 / nfe, "wall_time_s": wall, "sampler_spec": spec, "block_size": 16,
+        "batch_size": 8, "recipe": {"objective": objective, "departures": departures or {}},
+        "provenance": {"git": "x"},
     }
 
 
-def write_scores(root: Path, runs=RUNS) -> list[Path]:
-    """Write one JSON file per (run, task) under root; return the paths."""
+def write_scores(root: Path, runs=RUNS, model=MODEL) -> list[Path]:
+    """Write one JSON file per (run, benchmark) under root; return the paths."""
     paths = []
-    for objective, sampler, solver, params, tasks in runs:
-        for task, (acc, nfe) in tasks.items():
-            path = root / "scores" / f"{objective}_{sampler}_{task}.json"
+    for objective, sampler, solver, params, benches in runs:
+        for bench, (acc, nfe, wall) in benches.items():
+            path = root / "scores" / f"{model}_{objective}_{sampler}_{bench}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(score_dict(objective, sampler, solver, params, task, acc, nfe)))
+            path.write_text(json.dumps(score_dict(objective, sampler, solver, params, bench, acc, nfe, wall, model)))
             paths.append(path)
     return paths
 
@@ -65,8 +71,8 @@ def summary(score_paths):
     return summarize(load_scores(score_paths))
 
 
-def row(df, sampler, task, objective="sbd"):
-    sel = df[(df["sampler"] == sampler) & (df["task"] == task) & (df["objective"] == objective)]
+def row(df, sampler, benchmark, objective="sbd"):
+    sel = df[(df["sampler"] == sampler) & (df["benchmark"] == benchmark) & (df["objective"] == objective)]
     assert len(sel) == 1
     return sel.iloc[0]
 
@@ -77,23 +83,23 @@ def test_load_scores_one_row_per_file(score_paths):
     assert set(df["path"]) == {str(p) for p in score_paths}
 
 
-def test_summary_speedups_and_families(summary):
-    expected_cols = {"model", "objective", "sampler", "solver_family", "task", "accuracy", "nfe_speedup",
-                     "tokens_per_forward", "mean_nfe", "wall_time_s", "n_problems"}
-    assert expected_cols <= set(summary.columns)
+def test_summary_speedups_families_and_parameter_columns(summary):
+    expected_cols = {"model", "objective", "sampler", "family", "benchmark", "accuracy", "nfe_speedup", "wall_speedup",
+                     "tokens_per_forward", "mean_nfe", "wall_time_s", "n_problems", "gamma", "threshold", "proxy"}
+    assert expected_cols <= set(summary.columns) and "solver_params" not in summary.columns
     assert len(summary) == 12
-    assert row(summary, "ntp", "math", "ntp")["nfe_speedup"] == 1.0
+    assert row(summary, "ntp", "math", "ntp")["nfe_speedup"] == 1.0 == row(summary, "ntp", "math", "ntp")["wall_speedup"]
     assert row(summary, "eb-entropy-g0.1", "math")["nfe_speedup"] == pytest.approx(1000 / 500)
-    assert row(summary, "eb-entropy-g0.4", "code")["nfe_speedup"] == pytest.approx(800 / 320)
+    assert row(summary, "eb-entropy-g0.1", "code")["wall_speedup"] == pytest.approx(8.0 / 5.0)
     assert row(summary, "conf-thr-0.9", "code")["nfe_speedup"] == pytest.approx(800 / 200)
-    # tokens_per_forward is reading (a): the row's own tokens / NFE, independent of the baseline
+    # tokens_per_forward is the row's own tokens / NFE, independent of the baseline
     assert row(summary, "eb-entropy-g0.4", "code")["tokens_per_forward"] == pytest.approx(1000 / 320)
     assert row(summary, "eb-entropy-g0.1", "math")["accuracy"] == pytest.approx(0.79)  # stays a fraction
-    assert row(summary, "ntp", "math", "ntp")["solver_family"] == "ntp"
-    assert row(summary, "ntp", "math")["solver_family"] == "ntp"
-    assert row(summary, "eb-entropy-g0.1", "math")["solver_family"] == "eb-entropy"
-    assert row(summary, "eb-entropy-g0.01", "math")["solver_family"] == "eb-entropy"  # proxy parsed from sampler
-    assert row(summary, "conf-thr-0.9", "math")["solver_family"] == "confidence_threshold"
+    assert row(summary, "eb-entropy-g0.4", "math")["gamma"] == 0.4 and row(summary, "eb-entropy-g0.4", "math")["proxy"] == "entropy"
+    assert row(summary, "conf-thr-0.9", "math")["threshold"] == 0.9 and pd.isna(row(summary, "conf-thr-0.9", "math")["gamma"])
+    assert row(summary, "ntp", "math")["family"] == "ntp"
+    assert row(summary, "eb-entropy-g0.01", "math")["family"] == "eb-entropy"
+    assert row(summary, "conf-thr-0.9", "math")["family"] == "confidence_threshold"
     assert row(summary, "conf-thr-0.9", "math")["metric_exact_match"] == pytest.approx(0.78)
 
 
@@ -103,13 +109,13 @@ def test_table1_format_mean_and_order(summary):
                                   "conf-thr-0.9"]
     assert list(t["objective"]) == ["ntp"] + ["sbd"] * 5
     ntp = t.iloc[0]
-    assert ntp["math"] == "80.0 (1.00x)" and ntp["code"] == "50.0 (1.00x)"
-    assert ntp["mean speedup"] == 1.0
+    assert ntp["math"] == "80.0 (1.00x, wall 1.00x)" and ntp["code"] == "50.0 (1.00x, wall 1.00x)"
+    assert ntp["mean NFE speedup"] == 1.0
     g04 = t[t["sampler"] == "eb-entropy-g0.4"].iloc[0]
-    assert g04["math"] == "75.0 (4.00x)" and g04["code"] == "45.0 (2.50x)"
-    assert g04["mean speedup"] == pytest.approx((4.0 + 2.5) / 2)
-    conf = t[t["sampler"] == "conf-thr-0.9"].iloc[0]
-    assert conf["mean speedup"] == pytest.approx((1000 / 400 + 800 / 200) / 2)
+    assert g04["math"] == "75.0 (4.00x, wall 5.00x)" and g04["code"] == "45.0 (2.50x, wall 2.00x)"
+    assert g04["mean NFE speedup"] == pytest.approx((4.0 + 2.5) / 2)
+    assert g04["mean wall speedup"] == pytest.approx((5.0 + 2.0) / 2)
+    assert list(t.columns[-2:]) == ["math", "code"]  # the registry's order
 
 
 def test_write_report_files(score_paths, tmp_path):
@@ -123,17 +129,58 @@ def test_write_report_files(score_paths, tmp_path):
         assert (out / name).stat().st_size > 0, name
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
     size = (round(FIG_SIZE_IN[0] * FIG_DPI), round(FIG_SIZE_IN[1] * FIG_DPI))
-    for task in ("math", "code"):
-        assert png_size((out / f"speedup_{task}.png").read_bytes()) == size
-        assert (out / f"speedup_{task}.pdf").read_bytes().startswith(b"%PDF")
+    for bench in ("math", "code"):
+        assert png_size((out / f"speedup_{bench}.png").read_bytes()) == size
+        assert (out / f"speedup_{bench}.pdf").read_bytes().startswith(b"%PDF")
     csv = pd.read_csv(out / "summary.csv")
     assert row(csv, "eb-entropy-g0.1", "math")["nfe_speedup"] == pytest.approx(2.0)
     tex = (out / "table1.tex").read_text()
-    assert r"\begin{tabular}" in tex and r"confidence\_threshold" in tex and r"mean speedup" in tex
+    assert r"\begin{tabular}" in tex and r"confidence\_threshold" in tex and r"mean NFE speedup" in tex
     assert re.search(r"(?<!\\)[_%]", tex.split("\n", 1)[1]) is None  # no unescaped _ or % after the comment line
     md = (out / "report.md").read_text()
-    assert "not comparable" in md and "speedup_math.png" in md and "75.0 (4.00x)" in md
+    assert "not comparable" in md and "speedup_math.png" in md and "75.0 (4.00x, wall 5.00x)" in md
+    assert "Wall speedup" in md and "tiny / sbd: none" in md
     assert "90.1 (2.77x)" in (out / "paper_table1.md").read_text()
+
+
+def test_report_lists_recipe_departures(tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(score_dict("ntp", "ntp", "ntp", {}, "math", 0.5, 10,
+                                          departures={"matp_on_prompt": False, "block_size_max": 8})))
+    md = build_report([path], paper_table=None)["report.md"].decode()
+    assert "tiny / ntp: block_size_max=8; matp_on_prompt=False" in md
+
+
+PAPER_RUNS = [  # our Llama stand-in on two of the paper's benchmarks: gsm8k (chat) and math500 (reasoning)
+    ("ntp", "ntp", "ntp", {}, {"gsm8k": (0.85, 1000, 10.0), "math500": (0.80, 2000, 20.0)}),
+    ("sbd", "ntp", "ntp", {}, {"gsm8k": (0.86, 1000, 10.0), "math500": (0.81, 2000, 20.0)}),
+    ("sbd", "eb-entropy-g0.35", "eb", {"gamma": 0.35}, {"gsm8k": (0.842, 454, 6.0), "math500": (0.80, 600, 8.0)}),
+    ("sbd", "eb-entropy-g0.6", "eb", {"gamma": 0.6}, {"gsm8k": (0.84, 400, 5.0)}),
+    ("sbd", "eb-entropy-g0.1", "eb", {"gamma": 0.1}, {"math500": (0.81, 560, 7.0)}),
+]
+
+
+def test_paper_comparison_cell_by_cell(tmp_path):
+    paths = write_scores(tmp_path, PAPER_RUNS, model="llama-3.1-8b")
+    files = build_report(paths, paper_bases={"llama-3.1-8b": "Llama-3.1 8B"})
+    long = pd.read_csv(io.BytesIO(files["paper_comparison.csv"]))
+    low_gsm = long[(long["sampling"] == "SBD (gamma_low)") & (long["benchmark"] == "gsm8k")].iloc[0]
+    assert low_gsm["sampler"] == "eb-entropy-g0.35"  # chat benchmarks: gamma_low = 0.35
+    assert low_gsm["accuracy_pct"] == pytest.approx(84.2) and low_gsm["paper_accuracy_pct"] == 84.2
+    assert low_gsm["delta_pts"] == pytest.approx(0.0) and low_gsm["nfe_speedup"] == pytest.approx(1000 / 454)
+    assert low_gsm["delta_speedup"] == pytest.approx(1000 / 454 - 2.20)
+    low_math = long[(long["sampling"] == "SBD (gamma_low)") & (long["benchmark"] == "math500")].iloc[0]
+    assert low_math["sampler"] == "eb-entropy-g0.1"  # reasoning benchmarks: gamma_low = 0.1
+    assert low_math["delta_pts"] == pytest.approx(81.0 - 81.0) and low_math["paper_speedup"] == 3.55
+    high_math = long[(long["sampling"] == "SBD (gamma_high)") & (long["benchmark"] == "math500")].iloc[0]
+    assert high_math["sampler"] == "eb-entropy-g0.35" and high_math["delta_pts"] == pytest.approx(80.0 - 80.4)
+    lcb = long[long["benchmark"] == "lcbv6"]
+    assert lcb["accuracy_pct"].isna().all() and lcb["note"].str.len().gt(0).all()  # not available, with the reason
+    ntp = long[(long["loss"] == "NTP") & (long["benchmark"] == "gsm8k")].iloc[0]
+    assert ntp["paper_speedup"] == 1.0 and ntp["delta_pts"] == pytest.approx(85.0 - 85.3)
+    md = files["report.md"].decode()
+    assert "Beside the paper" in md and "not comparable" not in md and "lcbv6" in md
+    assert "84.2 (2.20x) vs 84.2 (2.20x): +0.0 pt, +0.00x" in files["paper_comparison.md"].decode()
 
 
 def test_missing_baseline_gives_nan(tmp_path, caplog):
@@ -144,7 +191,7 @@ def test_missing_baseline_gives_nan(tmp_path, caplog):
     assert s["nfe_speedup"].isna().all()
     assert "no NTP baseline" in caplog.text
     t = table1(s)
-    assert math.isnan(t.iloc[0]["mean speedup"]) and "(n/a)" in t.iloc[0]["math"]
+    assert math.isnan(t.iloc[0]["mean NFE speedup"]) and "(n/a, wall n/a)" in t.iloc[0]["math"]
     written = write_report(paths, tmp_path / "out", paper_table=None)
     assert (tmp_path / "out" / "speedup_math.png") in written
     assert not (tmp_path / "out" / "paper_table1.md").exists()
@@ -153,7 +200,7 @@ def test_missing_baseline_gives_nan(tmp_path, caplog):
 @pytest.mark.parametrize("content, needle", [
     ("{not json", "cannot parse JSON"),
     (json.dumps({"model": "m", "objective": "ntp"}), "missing required key"),
-    (json.dumps({**score_dict("ntp", "ntp", "ntp", {}, "math", 1.7, 10)}), "accuracy"),
+    (json.dumps(score_dict("ntp", "ntp", "ntp", {}, "math", 1.7, 10)), "accuracy"),
 ])
 def test_malformed_file_names_it(score_paths, tmp_path, content, needle):
     bad = tmp_path / "broken_score.json"
@@ -181,7 +228,7 @@ def test_paper_table_numbers():
     assert qwen_low["gsm8k_accuracy_pct"] == 90.1 and qwen_low["gsm8k_speedup"] == 2.77
     llama = p[p["base"] == "Llama-3.1 8B"].set_index("sampling")["mean_speedup"]
     assert llama["SBD (gamma_high)"] == 3.4 and llama["SBD (gamma_low)"] == 3.0
-    # the paper's Speedup column is the mean of the 6 per-benchmark speedups (SPEC 3.2), to one decimal
+    # the paper's Speedup column is the mean of the 6 per-benchmark speedups, to one decimal
     sbd = p[p["sampling"].str.startswith("SBD")]
     cols = [c for c in p.columns if c.endswith("_speedup") and c != "mean_speedup"]
     assert (sbd[cols].mean(axis=1).round(1) == sbd["mean_speedup"]).all()

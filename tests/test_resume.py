@@ -4,11 +4,10 @@ import json
 
 import pytest
 import torch
-from transformers import TrainerCallback
-
 from conftest import char_tokenizer, tiny_model
 from sbd_core import pipeline
 from sbd_core.mask_token import setup_mask_token
+from sbd_core.samplers import sampler_spec
 from sbd_core.train import TrainConfig, tokenize_examples, train
 
 
@@ -16,13 +15,13 @@ class Killed(Exception):
     pass
 
 
-class KillAt(TrainerCallback):
+class KillAt:
     def __init__(self, step):
         self.step = step
 
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            raise Killed(f"killed at step {state.global_step}")
+    def __call__(self, step, record):
+        if step == self.step:
+            raise Killed(f"killed at step {step}")
 
 
 def fresh_model():
@@ -62,7 +61,7 @@ def test_failed_decode_leaves_no_output(tmp_path, monkeypatch):
 
     model, tok = fresh_model()
     model_dir = checkpoint.save(model, tok, tmp_path / "model")
-    pipeline.run_data(["math"], 4, 2, 3, 0, tmp_path / "data")
+    test_file = pipeline.run_benchmark("math", {"limit": 3, "max_new_tokens": 4}, tmp_path / "bench")
 
     def crash(self, prompts, progress=False):
         raise RuntimeError("out of memory (simulated)")
@@ -70,8 +69,8 @@ def test_failed_decode_leaves_no_output(tmp_path, monkeypatch):
     monkeypatch.setattr(BlockDecoder, "generate", crash)
     out = tmp_path / "gen" / "math.jsonl"
     with pytest.raises(RuntimeError, match="simulated"):
-        pipeline.run_decode(model_dir, "math", tmp_path / "data", "ntp",
-                            {"mode": "ntp", "solver": "ntp", "params": {}}, {"max_new_tokens": 4}, out)
+        pipeline.run_decode(model_dir, "math", {"limit": 3, "max_new_tokens": 4}, test_file, sampler_spec("ntp"), {},
+                            out)
     assert not out.exists()
     assert not (tmp_path / "gen").exists() or not any((tmp_path / "gen").iterdir())
 

@@ -9,6 +9,8 @@ Logits are built as log(probabilities), so softmax(logits) returns exactly those
   H[.7,.1,.1,.1]= .7*ln(1/.7) + .3*ln(10)       = .249672 + .690776 = 0.940448
   H[.45,.15,.2,.2] = .45*ln(1/.45)+.15*ln(1/.15)+.4*ln 5 = .359329+.284568+.643775 = 1.287672
   H[1,0,0,0]    = 0
+  H[.5,.5]      = ln 2                                              = 0.693147
+  H[.85,.15]    = .85*ln(1/.85) + .15*ln(1/.15)  = .138141 + .284568 = 0.422709
 """
 
 import math
@@ -17,7 +19,7 @@ import re
 import pytest
 import torch
 
-from sbd_core.solvers import SOLVER_NAMES, describe_solvers, get_solver
+from sbd_core.solvers import SOLVER_NAMES, SOLVERS, describe_solvers, exclude_tokens, get_solver
 
 P64 = [0.6, 0.4, 0.0, 0.0]  # H 0.6730, conf 0.60
 P91 = [0.9, 0.1, 0.0, 0.0]  # H 0.3251, conf 0.90
@@ -92,8 +94,9 @@ def test_eb_gamma0_one_per_forward_with_positive_entropies():
     reveal, _ = get_solver("eb", gamma=0.0)(logits, masked)
     assert reveal.sum(1).tolist() == [1] * 6
     ent = -(logits.softmax(-1) * logits.log_softmax(-1)).sum(-1)
-    best = ent.masked_fill(~masked, math.inf).argmin(1)
-    assert reveal.float().argmax(1).tolist() == best.tolist()
+    lowest = ent.masked_fill(~masked, math.inf).sort(1)
+    assert (lowest.values[:, 1] - lowest.values[:, 0]).min() > 1e-3  # decisive: no near-tie for the rounding to flip
+    assert reveal.float().argmax(1).tolist() == lowest.indices[:, 0].tolist()
 
 
 def test_eb_gamma_inf_reveals_whole_masked_set():
@@ -209,6 +212,68 @@ def test_topk_hand_case_and_proxies():
     assert revealed(get_solver("topk", n=2), lg([UNI] * 4), ALL_ON) == [[0, 1]]  # ties
 
 
+# ------------------------------------------------------------------ left_to_right
+def test_left_to_right_reveals_the_leftmost_masked_positions():
+    # BLOCK's most certain position is 2 (H .1985, conf .95); left_to_right ignores that and takes the leftmost
+    assert revealed(get_solver("left_to_right"), lg(BLOCK), ALL_ON) == [[0]]
+    assert revealed(get_solver("left_to_right"), lg(BLOCK), mk([0, 0, 1, 1])) == [[2]]
+    assert revealed(get_solver("left_to_right", n=2), lg(BLOCK), mk([1, 0, 1, 1])) == [[0, 2]]
+    assert revealed(get_solver("left_to_right", n=9), lg(BLOCK), mk([0, 1, 0, 1])) == [[1, 3]]
+    reveal, tokens = get_solver("left_to_right")(lg([UNI, ONE, P95, P64]), ALL_ON)
+    assert reveal.tolist() == [[True, False, False, False]] and tokens[0, 0] == 0  # the uniform one: argmax of ties
+
+
+def test_left_to_right_decodes_one_token_per_forward_in_order():
+    block = lg(BLOCK)
+    masked, order = ALL_ON.clone(), []
+    solver = get_solver("left_to_right")
+    while masked.any():
+        reveal, _ = solver(block, masked)
+        order += torch.nonzero(reveal[0]).flatten().tolist()
+        masked &= ~reveal
+    assert order == [0, 1, 2, 3]
+
+
+# ------------------------------------------------------------------ excluded tokens (mask, padding)
+# Vocabulary [a, b, MASK, c]; the mask id is 2.
+MASK_ID = 2
+
+
+def test_excluded_token_with_the_largest_logit_is_never_chosen():
+    # pos0 p = [a .3, b .2, MASK .5, c 0]: renormalised without MASK: [.6, .4, 0, 0] -> token a, conf .6, H .6730
+    logits = exclude_tokens(lg([[0.3, 0.2, 0.5, 0.0], [0.1, 0.2, 0.6, 0.1]]), [MASK_ID])
+    assert torch.isneginf(logits[..., MASK_ID]).all()
+    reveal, tokens = get_solver("topk", n=2)(logits, mk([1, 1]))
+    assert reveal.all() and tokens.tolist() == [[0, 1]]  # pos1 renormalised: [.25, .5, 0, .25] -> b
+    # pos0 conf .6 > .55 > pos1 conf .5: only pos0 (with MASK counted: .5 and .6, pos1 would be the confident one)
+    assert revealed(get_solver("confidence_threshold", threshold=0.55), logits, mk([1, 1])) == [[0]]
+    # entropy_threshold .68: pos0 H .6730 passes; pos1 H[.25,.5,.25] = 1.0397 does not
+    assert revealed(get_solver("entropy_threshold", threshold=0.68), logits, mk([1, 1])) == [[0]]
+
+
+def test_excluding_the_mask_changes_the_entropy_order():
+    # pos0 [a .5, MASK .5]: H ln2 = .6931 with MASK, 0 without. pos1 [a .85, b .15]: H .4227 either way.
+    block, both = [[0.5, 0.0, 0.5, 0.0], [0.85, 0.15, 0.0, 0.0]], mk([1, 1])
+    lowest_entropy = get_solver("topk", n=1, proxy="entropy")
+    assert revealed(lowest_entropy, lg(block), both) == [[1]]  # counting MASK, pos1 is the more certain one
+    assert revealed(lowest_entropy, exclude_tokens(lg(block), [MASK_ID]), both) == [[0]]  # renormalised: pos0 certain
+    # EB gamma=0: with MASK the prefix {1, 0} costs .4227 > 0 -> pos1 alone; without, {0, 1} costs 0 -> both
+    assert revealed(get_solver("eb", gamma=0.0), lg(block), both) == [[1]]
+    assert revealed(get_solver("eb", gamma=0.0), exclude_tokens(lg(block), [MASK_ID]), both) == [[0, 1]]
+
+
+def test_exclude_tokens_keeps_other_logits_and_rejects_excluding_everything():
+    logits = torch.randn(2, 3, 5, generator=torch.Generator().manual_seed(0))
+    assert exclude_tokens(logits, []) is logits
+    out = exclude_tokens(logits, (4, 1, 4))
+    assert torch.equal(out[..., [0, 2, 3]], logits[..., [0, 2, 3]]) and torch.isneginf(out[..., [1, 4]]).all()
+    assert not torch.isinf(logits).any()  # the input is not modified
+    _, drawn = get_solver("topk", temperature=5.0)(out.repeat(100, 1, 1), torch.ones(200, 3, dtype=torch.bool))
+    assert set(drawn.flatten().tolist()) == {0, 2, 3}  # hot sampling reaches every allowed id, never an excluded one
+    with pytest.raises(ValueError, match="cannot exclude"):
+        exclude_tokens(logits, range(5))
+
+
 @pytest.mark.parametrize("name", ["topk", "eb"])
 def test_many_ties_keep_index_order(name):
     # 300 identical positions, alternate ones masked: the lowest masked indices win (stable sort)
@@ -288,11 +353,31 @@ def test_dtypes_give_same_result():
             assert torch.equal(got[0], ref[0]) and torch.equal(got[1], ref[1])
 
 
+# Distributions whose statistics are far apart (entropies 0, .1985, .4227, .6730, .9404, 1.2877, 1.3863; confidences
+# 1, .95, .85, .6, .7, .45, .25) and away from every threshold and factor bound of all_solvers(): two devices' rounding
+# cannot flip a reveal on them (test_decisive_block_resists_noise). Argmax ties (UNI) are exact on every device.
+DECISIVE = [ONE, P95, [0.85, 0.15, 0.0, 0.0], P64, PROXY_BLOCK[1], PROXY_BLOCK[2], UNI]
+
+
+def decisive_batch():
+    g = torch.Generator().manual_seed(8)
+    logits = torch.stack([lg(DECISIVE)[0, torch.randperm(7, generator=g)] for _ in range(6)])
+    return logits, torch.rand(6, 7, generator=g) < 0.7
+
+
+def test_decisive_block_resists_noise():
+    logits, masked = decisive_batch()
+    g = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        noisy = logits + torch.randn(logits.shape, generator=g) * 1e-4  # 1,000x float32 rounding; -inf stays -inf
+        for solver in all_solvers():
+            assert torch.equal(solver(noisy, masked)[0], solver(logits, masked)[0]), solver.tag
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_matches_cpu():
-    logits = torch.randn(4, 16, 50, generator=torch.Generator().manual_seed(8))
-    masked = torch.rand(4, 16, generator=torch.Generator().manual_seed(9)) < 0.7
+    logits, masked = decisive_batch()
     for solver in all_solvers():
         cpu = solver(logits, masked)
         gpu = solver(logits.cuda(), masked.cuda())
@@ -334,10 +419,18 @@ def test_tags_params_and_description():
     assert get_solver("topk", n=2).tag == "topk-2"
     assert get_solver("topk", n=2, proxy="entropy").tag == "topk-2-entropy"
     assert get_solver("eb", gamma=1e-5, temperature=0.7, seed=3).tag == "eb-entropy-g1e-05-t0.7-s3"
+    assert get_solver("left_to_right").tag == "l2r-1" and get_solver("left_to_right", n=4).tag == "l2r-4"
+    assert get_solver("left_to_right").params == {"n": 1, "temperature": 0.0, "seed": 0}
+    families = {s.tag: s.family for s in all_solvers()}
+    assert families == {"eb-entropy-g0.1": "eb-entropy", "entropy-thr-0.5": "entropy_threshold",
+                        "conf-thr-0.9": "confidence_threshold", "factor-f1": "factor", "topk-1": "topk",
+                        "l2r-1": "left_to_right", "eb-confidence-g0.5": "eb-confidence", "eb-margin-g0": "eb-margin",
+                        "topk-3-entropy": "topk"}
     assert get_solver("topk").params == {"n": 1, "proxy": "confidence", "temperature": 0.0, "seed": 0}
     assert get_solver("eb", gamma=1).params["gamma"] == 1.0
     desc = describe_solvers()
-    assert tuple(desc) == SOLVER_NAMES
+    assert tuple(desc) == SOLVER_NAMES == tuple(SOLVERS)
+    assert list(desc["topk"]["params"]) == ["n", "proxy", "temperature", "seed"]  # own parameters first
     assert desc["eb"]["params"]["gamma"] == 0.1 and desc["factor"]["params"]["temperature"] == 0.0
     for solver in all_solvers():
         assert re.fullmatch(r"[A-Za-z0-9._-]+", solver.tag)
@@ -363,6 +456,8 @@ def test_tags_params_and_description():
         ("topk", {"n": 0}, "n must"),
         ("topk", {"n": 1.5}, "n must"),
         ("topk", {"n": True}, "n must"),
+        ("left_to_right", {"n": 0}, "n must be an int >= 1"),
+        ("left_to_right", {"proxy": "entropy"}, "'proxy'.*allowed"),
         ("eb", {"temperature": -1.0}, "temperature"),
         ("eb", {"temperature": math.inf}, "temperature"),
         ("eb", {"seed": "a"}, "seed"),

@@ -44,17 +44,18 @@ def smoke(tmp_path_factory):
 def test_whole_dag_produces_report_and_sane_summary(smoke):
     workdir, _, log = smoke
     counts = job_counts(log)
-    assert counts == {"data": 1, "base": 1, "finetune": 2, "decode": 6, "score": 6, "report": 1, "all": 1}
+    assert counts == {"data": 1, "benchmark": 2, "base": 1, "finetune": 2, "decode": 6, "score": 6, "report": 1,
+                      "all": 1}
     report = workdir / "results" / "smoke" / "report"
     for name in ("summary.csv", "table1.md", "table1.tex", "table1.csv", "report.md", "speedup_math.png",
                  "speedup_code.pdf", "paper_table1.md"):
         assert (report / name).stat().st_size > 0, name
     rows = list(csv.DictReader(open(report / "summary.csv")))
-    assert {(r["objective"], r["sampler"], r["task"]) for r in rows} == {
+    assert {(r["objective"], r["sampler"], r["benchmark"]) for r in rows} == {
         (o, s, t) for o, s in (("ntp", "ntp"), ("sbd", "ntp"), ("sbd", "topk-4")) for t in ("math", "code")}
     for r in rows:
         assert 0.0 <= float(r["accuracy"]) <= 1.0
-        assert float(r["mean_nfe"]) > 0 and float(r["wall_time_s"]) > 0
+        assert float(r["mean_nfe"]) > 0 and float(r["wall_time_s"]) > 0 and float(r["wall_speedup"]) > 0
         if r["sampler"] == "ntp":
             assert float(r["tokens_per_forward"]) == 1.0
         else:  # four tokens per forward unless a stop lands inside a block
@@ -77,7 +78,12 @@ def test_outputs_record_provenance(smoke):
     log_lines = (model / "train_log.jsonl").read_text().splitlines()
     assert "matp_loss" in json.loads(log_lines[-1])
     data = json.loads((workdir / "results/smoke/data/provenance.json").read_text())
-    assert data["seed"] == 0 and data["settings"]["test_per_task"] == 4
+    assert data["seed"] == 0 and data["settings"]["train_per_task"] == 64
+    test = json.loads((workdir / "results/smoke/benchmarks/math_test.jsonl.provenance.json").read_text())
+    assert test["n"] == 4 and test["settings"]["seed"] == 0
+    decoded = json.loads((workdir / "results/smoke/generations/tiny-llama/sbd/topk-4/code.jsonl.provenance.json")
+                         .read_text())["settings"]
+    assert decoded["sampler_spec"]["tag"] == "topk-4" and decoded["total_wall_time_s"] > 0
 
 
 def test_changing_one_solver_setting_reruns_only_its_jobs(smoke):

@@ -1,12 +1,18 @@
 """lm-eval 0.4.13 model adapters: ``sbd`` (decode with :class:`~sbd_core.decode.BlockDecoder`) and ``sbd-replay``.
 
 * ``SBDLM`` (registered as ``"sbd"``) loads a checkpoint and answers ``generate_until`` requests with SBD block
-  decoding (or NTP decoding, ``mode="ntp"``). Solver parameters come through lm-eval's ``model_args`` string, e.g.
-  ``"pretrained=/ckpt,solver=eb,gamma=0.1,block_size=4"``; they are converted to the types of the solver's defaults
-  (``describe_solvers()``). ``loglikelihood`` / ``loglikelihood_rolling`` score with the plain causal NTP logits
-  (SBD eq. 9a): one teacher-forced forward, no mask tokens.
-* ``ReplayLM`` (registered as ``"sbd-replay"``) answers ``generate_until`` from a JSON-lines file of stored
-  ``{"prompt", "completion"}`` records, so stored generations are scored by lm-eval without decoding again.
+  decoding, or NTP decoding with ``solver=ntp`` (``mode=ntp`` says the same). Sampler parameters come through
+  lm-eval's ``model_args`` string, e.g. ``"pretrained=/ckpt,solver=eb,gamma=0.1,block_size=4"``; they are converted to
+  the types of the sampler's defaults (``describe_samplers()``, the vocabulary of the workflow config).
+  ``loglikelihood`` / ``loglikelihood_rolling`` score with the plain causal NTP logits (SBD eq. 9a): one
+  teacher-forced forward, no mask tokens.
+  ``--apply_chat_template`` renders lm-eval's messages with the checkpoint's chat template through
+  :func:`sbd_core.benchmarks.chat.render_chat`, the function the benchmarks' ``prompt()`` uses, so lm-eval and the
+  DAG's decode stage hand the model byte-identical prompts; a context that already starts with the BOS token (a
+  rendered chat) is encoded without adding another, as lm-eval's HF model does.
+* ``ReplayLM`` (registered as ``"sbd-replay"``) answers ``generate_until`` from stored completions looked up by
+  problem id (a generations file of ``{"id", "completion"}`` records, or a mapping), so stored generations are scored
+  by lm-eval without decoding again.
 
 Importing this module registers both names and imports ``lm_eval.models`` first: lm-eval's ``get_model`` only loads
 its built-in model table when the registry is empty, so registering ours first would otherwise hide ``hf`` & co.
@@ -25,15 +31,15 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
+from sbd_core.benchmarks.base import problem_id, read_generations
+from sbd_core.benchmarks.chat import add_special_tokens_for, render_chat
 from sbd_core.decode import BlockDecoder, DecodeConfig, cut_at_stop
-from sbd_core.io_utils import read_jsonl
 from sbd_core.mask_token import mask_token_id
-from sbd_core.solvers import describe_solvers, get_solver
+from sbd_core.samplers import build_solver, describe_samplers, sampler_name, sampler_spec
 
-__all__ = ["SBDLM", "ReplayLM", "MissingGenerationError", "coerce_solver_params"]
+__all__ = ["SBDLM", "ReplayLM", "MissingGenerationError", "coerce_solver_params", "request_id"]
 
 log = logging.getLogger(__name__)
-NTP_PARAMS = ("temperature", "seed")  # the only solver parameters that mean something in NTP mode
 _HANDLED_GEN_KWARGS = ("until", "max_gen_toks", "do_sample", "temperature")
 
 
@@ -80,12 +86,12 @@ def _to_str(key: str, value) -> str:
 
 
 def coerce_solver_params(solver: str, params: dict) -> dict:
-    """Convert solver parameters (often strings from ``model_args``) to the types of the solver's defaults.
+    """Convert sampler parameters (often strings from ``model_args``) to the types of the sampler's defaults.
 
-    Raises ValueError for an unknown solver, an unknown parameter (naming the allowed ones) or a value that does not
-    convert. Range checks are left to :func:`sbd_core.solvers.get_solver`.
+    ``solver`` is ``ntp`` or a solver name. Raises ValueError for an unknown name, an unknown parameter (naming the
+    allowed ones) or a value that does not convert. Range checks are left to :func:`sbd_core.samplers.sampler_spec`.
     """
-    table = describe_solvers()
+    table = describe_samplers()
     if solver not in table:
         raise ValueError(f"unknown solver {solver!r}; valid names: {sorted(table)}")
     defaults = table[solver]["params"]
@@ -137,8 +143,8 @@ class SBDLM(LM):
     def __init__(
         self,
         pretrained: str,
-        mode: str = "sbd",
-        solver: str = "eb",
+        mode: str | None = None,
+        solver: str | None = None,
         block_size: int = 16,
         batch_size: int = 8,
         max_gen_toks: int = 256,
@@ -150,35 +156,27 @@ class SBDLM(LM):
         max_batch_size: int | None = None,  # passed by simple_evaluate; unused
         **solver_params,
     ):
-        """Load ``pretrained`` and build the solver; ``solver_params`` are the solver's (string or typed) settings."""
+        """Load ``pretrained`` and build the sampler: ``solver`` is ``ntp`` or a block solver (default ``eb``; ``mode``
+        may say ``ntp`` or ``sbd`` too, see :func:`sbd_core.samplers.sampler_name`); ``solver_params`` are its (string
+        or typed) settings."""
         super().__init__()
-        if mode not in ("sbd", "ntp"):
-            raise ValueError(f"mode must be 'sbd' or 'ntp', got {mode!r}")
-        self.mode = mode
+        name = sampler_name(mode, solver)
+        self.sampler = sampler_spec(name, **coerce_solver_params(name, solver_params))
+        self.mode = self.sampler["mode"]
+        self.solver = build_solver(self.sampler)
         self.block_size = _to_int("block_size", block_size)
         self.batch_size = _to_int("batch_size", batch_size)
         self.max_gen_toks = _to_int("max_gen_toks", max_gen_toks)
         self.add_special_tokens = bool(add_special_tokens)
-        self.solver_name, self.solver = self._build_solver(mode, solver, solver_params)
-        DecodeConfig(mode=mode, block_size=self.block_size, max_new_tokens=self.max_gen_toks,
+        DecodeConfig(mode=self.mode, block_size=self.block_size, max_new_tokens=self.max_gen_toks,
                      batch_size=self.batch_size)  # validates the numbers before the (slow) model load
         self.model, self.tokenizer = self._load(pretrained, device, dtype, bool(trust_remote_code))
-        if mode == "sbd":
+        if self.mode == "sbd":
             mask_token_id(self.model)  # fail now, not at the first request, when the checkpoint has no mask token
         self._device = self.model.device
         self._max_length = None if max_length is None else _to_int("max_length", max_length)
         self.last_stats: list[dict] = []
         self._warned: set[tuple] = set()  # ignored gen_kwargs already reported
-
-    @staticmethod
-    def _build_solver(mode: str, solver: str, params: dict):
-        """(solver name or None, Solver). NTP mode takes only temperature/seed and decodes with top-1 reveals."""
-        if mode == "sbd":
-            return solver, get_solver(solver, **coerce_solver_params(solver, params))
-        extra = sorted(set(params) - set(NTP_PARAMS))
-        if extra:
-            raise ValueError(f"mode='ntp' uses no solver rule; only {NTP_PARAMS} apply, got {extra}")
-        return None, get_solver("topk", **coerce_solver_params("topk", {"n": 1, **params}))
 
     @staticmethod
     def _load(pretrained, device, dtype, trust_remote_code):
@@ -215,6 +213,22 @@ class SBDLM(LM):
         """EOS id (logged by lm-eval)."""
         return self.tokenizer.eos_token_id
 
+    # ------------------------------------------------------------------------------------------ chat template
+    @property
+    def tokenizer_name(self) -> str:
+        """Fingerprint of the tokenizer for lm-eval's request cache (as lm-eval's HF model names it)."""
+        return self.tokenizer.name_or_path.replace("/", "__")
+
+    def chat_template(self, chat_template: bool | str = False) -> str | None:
+        """The checkpoint's chat template (logged by lm-eval); named alternative templates are not supported."""
+        if isinstance(chat_template, str):
+            raise ValueError(f"SBDLM uses the checkpoint's own chat template; got a template name {chat_template!r}")
+        return self.tokenizer.chat_template if chat_template else None
+
+    def apply_chat_template(self, chat_history: list[dict], add_generation_prompt: bool = True) -> str:
+        """lm-eval's messages rendered with the checkpoint's chat template (ValueError when it has none)."""
+        return render_chat(self.tokenizer, chat_history, add_generation_prompt=add_generation_prompt)
+
     # ------------------------------------------------------------------------------------------ generation
     def _gen_settings(self, gen_kwargs: dict) -> tuple[tuple[str, ...], int]:
         """(stop strings, max new tokens) of one request; sampling must be configured in model_args instead."""
@@ -239,13 +253,13 @@ class SBDLM(LM):
         """
         groups: dict[tuple, list[int]] = defaultdict(list)
         for i, req in enumerate(requests):
-            groups[self._gen_settings(req.args[1])].append(i)
+            special = self.add_special_tokens and add_special_tokens_for(req.args[0], self.tokenizer)
+            groups[(*self._gen_settings(req.args[1]), special)].append(i)
         texts: list[str | None] = [None] * len(requests)
         stats: list[dict | None] = [None] * len(requests)
-        for (stops, max_new), rows in groups.items():
+        for (stops, max_new, special), rows in groups.items():
             config = DecodeConfig(mode=self.mode, block_size=self.block_size, max_new_tokens=max_new,
-                                  stop_strings=stops, batch_size=self.batch_size,
-                                  add_special_tokens=self.add_special_tokens)
+                                  stop_strings=stops, batch_size=self.batch_size, add_special_tokens=special)
             decoder = BlockDecoder(self.model, self.tokenizer, config, self.solver)
             gens = decoder.generate([requests[i].args[0] for i in rows], progress=not disable_tqdm)
             for i, gen in zip(rows, gens):
@@ -327,50 +341,41 @@ class SBDLM(LM):
 
 # --------------------------------------------------------------------------------------------- replay model
 class MissingGenerationError(KeyError):
-    """A request's context has no stored completion."""
+    """A request's problem has no stored completion."""
 
     def __str__(self) -> str:  # KeyError would print the message in quotes
         return str(self.args[0]) if self.args else ""
 
 
-def _load_completions(path) -> dict[str, str]:
-    """``{prompt: completion}`` from a JSON-lines file; ValueError on missing fields or conflicting duplicates."""
-    completions: dict[str, str] = {}
-    for n, record in enumerate(read_jsonl(path), start=1):
-        if not isinstance(record, dict) or not isinstance(record.get("prompt"), str) \
-                or not isinstance(record.get("completion"), str):
-            raise ValueError(f"{path}: record {n} needs string fields 'prompt' and 'completion'")
-        prompt, completion = record["prompt"], record["completion"]
-        if completions.get(prompt, completion) != completion:
-            raise ValueError(f"{path}: record {n} repeats prompt {prompt[:80]!r} with a different completion")
-        completions[prompt] = completion
-    return completions
+def request_id(request) -> str:
+    """The problem id of an lm-eval request: its document's id (``sbd_id``, else ``task_id``), else its row index."""
+    return problem_id(request.doc or {}, request.doc_id)
 
 
 @register_model("sbd-replay")
 class ReplayLM(LM):
-    """lm-eval model that returns stored completions (looked up by exact prompt) instead of generating."""
+    """lm-eval model that returns stored completions, looked up by problem id, instead of generating."""
 
     def __init__(self, generations, batch_size=None, max_batch_size=None, device=None):
-        """``generations``: JSON-lines path with at least ``prompt`` and ``completion`` per record.
-
-        ``batch_size``/``max_batch_size``/``device`` are accepted because ``simple_evaluate`` passes them; unused.
+        """``generations``: a generations file (JSON lines ``{"id", "completion"}``) or a ``{id: completion}``
+        mapping. ``batch_size``/``max_batch_size``/``device`` are accepted because ``simple_evaluate`` passes them.
         """
         super().__init__()
-        self.path = os.fspath(generations)
-        self.completions = _load_completions(self.path)
+        if isinstance(generations, dict):
+            self.source, self.completions = "the given completions", dict(generations)
+        else:
+            self.source, self.completions = os.fspath(generations), read_generations(generations)
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        """Stored completion of each request's context, cut at the request's ``until`` strings (idempotent when
-        the stored text was decoded with the same stops). ``max_gen_toks`` is not applied (no tokenizer)."""
-        missing = [req.args[0] for req in requests if req.args[0] not in self.completions]
+        """Stored completion of each request's problem, cut at the request's ``until`` strings (idempotent when the
+        stored text was decoded with the same stops). ``max_gen_toks`` is not applied (no tokenizer)."""
+        ids = [request_id(req) for req in requests]
+        missing = [i for i in ids if i not in self.completions]
         if missing:
-            raise MissingGenerationError(
-                f"{len(missing)} of {len(requests)} prompts have no stored completion in {self.path}; "
-                f"first missing prompt: {missing[0]!r}"
-            )
-        return [cut_at_stop(self.completions[req.args[0]], _stop_strings((req.args[1] or {}).get("until")))
-                for req in requests]
+            raise MissingGenerationError(f"{len(missing)} of {len(requests)} problems have no stored completion in "
+                                         f"{self.source}; first missing id: {missing[0]!r}")
+        return [cut_at_stop(self.completions[i], _stop_strings((req.args[1] or {}).get("until")))
+                for i, req in zip(ids, requests)]
 
     def loglikelihood(self, requests, disable_tqdm: bool = False):
         """Not available: stored generations carry no scores."""

@@ -1,13 +1,15 @@
 """Benchmark report: score JSON files -> summary CSV, Table-1 style tables, speed/accuracy figures and report.md.
 
-Speedup conventions (SBD_SPEC section 3.2):
+Speedup conventions (the paper measures speedup as the reduction in forward passes, NFE; it does not say which ratio):
 
-* ``nfe_speedup`` is reading (b): total NFE of the NTP baseline run (objective ``ntp``, sampler ``ntp``, same model and
-  task) divided by the row's total NFE.  It is NaN (with a logged warning) when the baseline is missing.
-* ``tokens_per_forward`` is reading (a): total generated tokens / total NFE of the row itself.
-* The Table-1 "mean speedup" column is the arithmetic mean of the per-task speedups, as in the paper.
+* ``nfe_speedup``: total NFE of the NTP baseline run (objective ``ntp``, sampler ``ntp``, same model and
+  benchmark) divided by the row's total NFE.  It is NaN (with a logged warning) when the baseline is missing.
+* ``wall_speedup``: the NTP baseline's decode wall time divided by the row's (same problems, batch size, hardware).
+* ``tokens_per_forward``: total generated tokens / total NFE of the row itself.
+* The Table-1 mean speedup columns are arithmetic means of the per-benchmark speedups, as in the paper.
 
 Modules: ``scores`` (load/validate score files, ``summarize``), ``tables`` (Table 1, the paper's table, markdown/LaTeX),
+``paper`` (our runs beside the paper's Table 1),
 ``figures`` (matplotlib figures), ``build`` (``build_report`` / ``write_report``).  The names below are re-exported
 lazily, so ``sbd_core.report.DEFAULT_PAPER_TABLE`` (used by the CLI's defaults) needs neither pandas nor matplotlib,
 which are the optional ``report`` extra.
@@ -27,12 +29,11 @@ DEFAULT_PAPER_TABLE = Path(__file__).resolve().parents[2] / "results" / "paper" 
 
 #: Re-exported name -> submodule defining it.
 _EXPORTS = {
-    **dict.fromkeys(
-        ["ScoreFileError", "REQUIRED_KEYS", "OBJECTIVES", "KEY_COLUMNS", "SUMMARY_COLUMNS", "load_scores", "summarize",
-         "solver_family"], "scores"),
-    **dict.fromkeys(
-        ["DASH", "FAMILY_ORDER", "PAPER_BENCHMARKS", "format_cell", "table1", "load_paper_table", "paper_table_display",
-         "to_markdown", "to_latex", "latex_escape"], "tables"),
+    **dict.fromkeys(["ScoreFileError", "REQUIRED_KEYS", "KEY_COLUMNS", "SUMMARY_COLUMNS", "load_scores", "summarize",
+                     "departures_text"], "scores"),
+    **dict.fromkeys(["DASH", "PAPER_BENCHMARKS", "format_cell", "family_order", "benchmark_order", "table1",
+                     "load_paper_table", "paper_table_display", "to_markdown", "to_latex", "latex_escape"], "tables"),
+    **dict.fromkeys(["PAPER_GAMMAS", "PAPER_ROWS", "compare", "comparison_display", "paper_sampler"], "paper"),
     **dict.fromkeys(["FIG_SIZE_IN", "FIG_DPI", "png_size"], "figures"),
     **dict.fromkeys(["SYNTHETIC_NOTE", "build_report", "write_report"], "build"),
 }

@@ -11,34 +11,58 @@ import pandas as pd
 from ..io_utils import write_bytes_atomic
 from . import DEFAULT_PAPER_TABLE
 from .figures import _figure_bytes, _safe_name
+from .paper import compare, comparison_display
 from .scores import load_scores, summarize
 from .tables import _table1_display, load_paper_table, paper_table_display, table1, to_latex, to_markdown
 
 logger = logging.getLogger(__package__)  # "sbd_core.report": one logger for the whole package
 
-#: Shown at the top of report.md.
+#: Shown at the top of report.md when the run has no model standing for a row of the paper's table.
 SYNTHETIC_NOTE = (
     "Speedups measured on the embedded default (a tiny model on synthetic tasks) are not comparable with the paper's "
     "8B-model numbers; only runs of the paper's models on the paper's benchmarks can be compared with Table 1."
 )
+DEFINITIONS = (
+    "Cells read `accuracy % (NFE speedup x, wall wall-clock speedup x)`. **NFE speedup** = forward passes of the NTP "
+    "arm (NTP-trained model, NTP decoding, same model and benchmark) / forward passes of the row: the paper's "
+    "measure. **Wall speedup** = decode wall time of the NTP arm / the row's, on the same problems with the same batch "
+    "size and hardware (model loading excluded; on the CPU each decode job runs alone on the machine): what the NFE "
+    "reduction buys on the hardware of this run. Mean speedups are arithmetic means over benchmarks, as the paper's "
+    "Speedup column. Machine-readable: [summary.csv](summary.csv) (one row per run, sampler parameters as columns), "
+    "[table1.csv](table1.csv)."
+)
 
 
-def _report_md(summary: pd.DataFrame, table_md: str, paper_md: str | None, figures: list[str]) -> str:
-    """Assemble report.md: note on comparability, reproduction table, paper table and figure links."""
-    n_runs = len(summary)
+def _recipe_md(summary: pd.DataFrame) -> str:
+    """Which departures from the paper's training recipe each arm was trained with."""
+    arms = summary[["model", "objective", "departures"]].drop_duplicates()
+    lines = ["## Training recipe\n", "Departures from the paper's recipe, per arm (none: the paper's recipe):\n"]
+    lines += [f"- {r.model} / {r.objective}: {r.departures or 'none'}" for r in arms.itertuples(index=False)]
+    return "\n".join(lines) + "\n"
+
+
+def _unavailable_md() -> str:
+    from ..benchmarks import BENCHMARKS
+
+    missing = [b for b in BENCHMARKS.values() if b.paper_column and not b.available]
+    if not missing:
+        return ""
+    lines = ["## Benchmarks of the paper not run\n"]
+    lines += [f"- {b.name}: {b.reason}" for b in missing]
+    return "\n".join(lines) + "\n"
+
+
+def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, paper_md: str | None,
+               figures: list[str]) -> str:
+    """Assemble report.md."""
     models = ", ".join(sorted(summary["model"].unique()))
-    tasks = ", ".join(sorted(summary["task"].unique()))
-    parts = [
-        "# SBD benchmark report\n",
-        f"{n_runs} score files; models: {models}; tasks: {tasks}.\n",
-        f"> **Note.** {SYNTHETIC_NOTE}\n",
-        "Speedup = total NFE of the NTP baseline (NTP-trained model, NTP sampling, same model and task) / total NFE "
-        "of the run (SPEC 3.2 reading (b)); `tokens_per_forward` in `summary.csv` is reading (a). "
-        "Mean speedup = arithmetic mean of the per-task speedups, as in the paper's Table 1. "
-        "Cells read accuracy % (speedup x). Machine-readable: [summary.csv](summary.csv), [table1.csv](table1.csv).\n",
-        "## Reproduction (Table 1 layout)\n",
-        table_md,
-    ]
+    benchmarks = ", ".join(sorted(summary["benchmark"].unique()))
+    parts = ["# SBD benchmark report\n", f"{len(summary)} score files; models: {models}; benchmarks: {benchmarks}.\n"]
+    if comparison_md is None:
+        parts.append(f"> **Note.** {SYNTHETIC_NOTE}\n")
+    parts += [DEFINITIONS + "\n", "## Reproduction (Table 1 layout)\n", table_md, _recipe_md(summary)]
+    if comparison_md is not None:
+        parts += ["## Beside the paper's Table 1 (ours vs paper: difference)\n", comparison_md, _unavailable_md()]
     if paper_md is not None:
         parts += ["## Paper Table 1 (arXiv 2509.04185v1, as printed)\n", paper_md]
     parts.append("## Figures: accuracy vs NFE speedup\n")
@@ -73,8 +97,13 @@ def _resolve_paper_table(paper_table) -> Path | None:
     raise FileNotFoundError(f"paper table not found: {path}")
 
 
-def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE) -> dict[str, bytes]:
-    """Compute every report file in memory: {file name: contents}. Nothing is written."""
+def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
+                 paper_bases: dict[str, str] | None = None) -> dict[str, bytes]:
+    """Compute every report file in memory: {file name: contents}. Nothing is written.
+
+    ``paper_bases`` maps our model names to the paper's base-model rows (``{"llama-3.1-8b": "Llama-3.1 8B"}``); with
+    it, ``paper_comparison.{csv,md}`` put our runs beside the published Table 1, cell by cell.
+    """
     summary = summarize(load_scores(score_paths))
     table = table1(summary)
     disp = _table1_display(table)
@@ -82,32 +111,39 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE) -> dict
         "summary.csv": _csv_bytes(summary),
         "table1.csv": _csv_bytes(table),
         "table1.md": to_markdown(disp).encode(),
-        "table1.tex": to_latex(disp, "SBD reproduction: accuracy % (NFE speedup x)").encode(),
+        "table1.tex": to_latex(disp, "SBD reproduction: accuracy % (NFE speedup x, wall-clock speedup x)").encode(),
     }
-    paper_md = None
+    paper_md = comparison_md = None
     paper_path = _resolve_paper_table(paper_table)
     if paper_path is not None:
-        pdisp = paper_table_display(load_paper_table(paper_path))
-        paper_md = to_markdown(pdisp)
+        paper = load_paper_table(paper_path)
+        paper_md = to_markdown(paper_table_display(paper))
         files["paper_table1.md"] = paper_md.encode()
-        files["paper_table1.tex"] = to_latex(pdisp, "arXiv 2509.04185v1 Table 1 (as printed)").encode()
+        files["paper_table1.tex"] = to_latex(paper_table_display(paper), "arXiv 2509.04185v1 Table 1 (as printed)").encode()
+        bases = {m: b for m, b in (paper_bases or {}).items() if m in set(summary["model"])}
+        if bases:
+            long = compare(summary, paper, bases)
+            comparison_md = to_markdown(comparison_display(long, paper))
+            files["paper_comparison.csv"] = _csv_bytes(long)
+            files["paper_comparison.md"] = comparison_md.encode()
     figures = []
-    for task in sorted(summary["task"].unique()):
-        stem = f"speedup_{_safe_name(task)}"
-        for fmt, data in _figure_bytes(summary, task).items():
+    for bench in sorted(summary["benchmark"].unique()):
+        stem = f"speedup_{_safe_name(bench)}"
+        for fmt, data in _figure_bytes(summary, bench).items():
             files[f"{stem}.{fmt}"] = data
         figures.append(f"{stem}.png")
-    files["report.md"] = _report_md(summary, to_markdown(disp), paper_md, figures).encode()
+    files["report.md"] = _report_md(summary, to_markdown(disp), comparison_md, paper_md, figures).encode()
     return files
 
 
-def write_report(score_paths: Sequence, out_dir, paper_table=DEFAULT_PAPER_TABLE) -> list[Path]:
+def write_report(score_paths: Sequence, out_dir, paper_table=DEFAULT_PAPER_TABLE,
+                 paper_bases: dict[str, str] | None = None) -> list[Path]:
     """Build the full report and write it into out_dir; return the paths written.
 
     Everything is rendered in memory first, then each file is written atomically (temp file + os.replace), so a
     failure leaves no half-written output. ``paper_table=None`` skips the paper_table1.* files.
     """
-    files = build_report(score_paths, paper_table)
+    files = build_report(score_paths, paper_table, paper_bases)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []

@@ -15,19 +15,19 @@ FIG_SIZE_IN = (6.4, 4.8)
 FIG_DPI = 100
 
 
-def _safe_name(task: str) -> str:
-    """File-name-safe version of a task name."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", task)
+def _safe_name(name: str) -> str:
+    """File-name-safe version of a benchmark name."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
-def _figure_bytes(summary: pd.DataFrame, task: str) -> dict[str, bytes]:
-    """Draw accuracy (%) vs NFE speedup for one task; return {'png': ..., 'pdf': ...} file contents."""
+def _figure_bytes(summary: pd.DataFrame, benchmark: str) -> dict[str, bytes]:
+    """Draw accuracy (%) vs NFE speedup for one benchmark; return {'png': ..., 'pdf': ...} file contents."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    data = summary[summary["task"] == task]
+    data = summary[summary["benchmark"] == benchmark]
     models = sorted(data["model"].unique())
     multi = len(models) > 1
     fig = Figure(figsize=FIG_SIZE_IN, dpi=FIG_DPI)
@@ -40,7 +40,7 @@ def _figure_bytes(summary: pd.DataFrame, task: str) -> dict[str, bytes]:
         _plot_reference_points(ax, sub, prefix)
     ax.set_xlabel("NFE speedup vs NTP baseline (x)")
     ax.set_ylabel("Accuracy (%)")
-    ax.set_title(f"{task}: accuracy vs NFE speedup")
+    ax.set_title(f"{benchmark}: accuracy vs NFE speedup")
     ax.grid(True, alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="best")
@@ -54,15 +54,14 @@ def _figure_bytes(summary: pd.DataFrame, task: str) -> dict[str, bytes]:
 
 
 def _plot_families(ax, sub: pd.DataFrame, prefix: str, markers: str) -> None:
-    """One line+markers curve per non-NTP solver family, points sorted by speedup."""
-    fams = sorted(set(sub.loc[sub["sampler"] != "ntp", "solver_family"]), key=_family_rank)
-    for f_idx, fam in enumerate(fams):
-        pts = sub[(sub["solver_family"] == fam) & (sub["sampler"] != "ntp")].dropna(subset=["nfe_speedup"])
-        pts = pts.sort_values("nfe_speedup")
-        if pts.empty:
-            continue
-        ax.plot(pts["nfe_speedup"], 100 * pts["accuracy"], marker=markers[f_idx % len(markers)],
-                linestyle="-", label=f"{prefix}SBD model, {fam}")
+    """One line+markers curve per (objective, solver family) of the block samplers, points sorted by speedup."""
+    blocks = sub[sub["sampler"] != "ntp"].dropna(subset=["nfe_speedup"])
+    curves = sorted({(o, f) for o, f in zip(blocks["objective"], blocks["family"])},
+                    key=lambda of: (of[0], _family_rank(of[1])))
+    for i, (objective, family) in enumerate(curves):
+        pts = blocks[(blocks["objective"] == objective) & (blocks["family"] == family)].sort_values("nfe_speedup")
+        ax.plot(pts["nfe_speedup"], 100 * pts["accuracy"], marker=markers[i % len(markers)], linestyle="-",
+                label=f"{prefix}{objective} model, {family}")
         for x, y in zip(pts["nfe_speedup"], 100 * pts["accuracy"]):
             ax.annotate(f"{x:.2f}x", (x, y), textcoords="offset points", xytext=(3, 4), fontsize=7)
 
@@ -73,11 +72,11 @@ def _plot_reference_points(ax, sub: pd.DataFrame, prefix: str) -> None:
     if not ntp.empty:
         ax.plot(ntp["nfe_speedup"].fillna(1.0), 100 * ntp["accuracy"], linestyle="none", marker="*", markersize=14,
                 color="black", label=f"{prefix}NTP model")
-    sbd_ntp = sub[(sub["objective"] == "sbd") & (sub["sampler"] == "ntp")]
-    if not sbd_ntp.empty:
-        ax.plot(sbd_ntp["nfe_speedup"].fillna(1.0), 100 * sbd_ntp["accuracy"], linestyle="none", marker="D",
-                markersize=9, markerfacecolor="none", markeredgecolor="tab:red", markeredgewidth=1.5,
-                label=f"{prefix}SBD model, NTP sampling")
+    others = sub[(sub["objective"] != "ntp") & (sub["sampler"] == "ntp")]
+    for (objective, grp), color in zip(others.groupby("objective", sort=False), ("tab:red", "tab:purple", "tab:brown")):
+        ax.plot(grp["nfe_speedup"].fillna(1.0), 100 * grp["accuracy"], linestyle="none", marker="D",
+                markersize=9, markerfacecolor="none", markeredgecolor=color, markeredgewidth=1.5,
+                label=f"{prefix}{objective} model, NTP sampling")
 
 
 def png_size(data: bytes) -> tuple[int, int]:

@@ -1,6 +1,8 @@
-"""Score files: load and validate the scoring stage's JSON files, and summarize them (one row per run, NFE speedup).
+"""Score files: load and validate the score stage's JSON files, and summarize them (one row per run, speedups).
 
-Speedup conventions (SBD_SPEC section 3.2) are described in ``sbd_core.report``.
+A score file (``python -m sbd_core score``) names its run (``model``, ``objective``, ``sampler``, ``benchmark``) and
+holds the benchmark's ``accuracy`` and ``metrics``, the decode cost (``n_problems``, ``total_nfe``, ``total_tokens``,
+``wall_time_s``), the ``sampler_spec`` (``{mode, solver, params, family, tag}``) and the model's ``recipe``.
 """
 
 from __future__ import annotations
@@ -8,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from pathlib import Path
 from typing import Iterable
 
@@ -16,19 +17,16 @@ import pandas as pd
 
 logger = logging.getLogger(__package__)  # "sbd_core.report": one logger for the whole package
 
-#: Keys every score file must have (the rest of the schema is optional or derivable).
-REQUIRED_KEYS = (
-    "model", "objective", "sampler", "task", "accuracy", "n_problems", "total_nfe", "total_tokens", "solver",
-)
-#: Allowed training objectives.
-OBJECTIVES = ("ntp", "sbd")
+#: Keys every score file must have.
+REQUIRED_KEYS = ("model", "objective", "sampler", "benchmark", "accuracy", "n_problems", "total_nfe", "total_tokens",
+                 "sampler_spec")
 #: Identity of one score row.
-KEY_COLUMNS = ["model", "objective", "sampler", "task"]
-#: Columns of ``summarize`` output, in order (metric_* columns are appended).
+KEY_COLUMNS = ["model", "objective", "sampler", "benchmark"]
+#: Columns of ``summarize`` output, in order (then one column per sampler parameter, then metric_* columns).
 SUMMARY_COLUMNS = [
-    "model", "objective", "sampler", "solver_family", "task", "accuracy", "nfe_speedup", "tokens_per_forward",
-    "mean_tokens_per_forward", "mean_nfe", "total_nfe", "total_tokens", "wall_time_s", "n_problems", "block_size",
-    "solver_name", "solver_params",
+    "model", "objective", "sampler", "family", "benchmark", "accuracy", "nfe_speedup", "wall_speedup",
+    "tokens_per_forward", "mean_tokens_per_forward", "mean_nfe", "total_nfe", "total_tokens", "wall_time_s",
+    "n_problems", "block_size", "batch_size", "solver", "departures",
 ]
 
 
@@ -53,16 +51,15 @@ def _read_score(path: Path) -> dict:
         raise ScoreFileError(f"score file {path}: expected a JSON object, got {type(data).__name__}")
     missing = [k for k in REQUIRED_KEYS if k not in data]
     if missing:
-        raise ScoreFileError(f"score file {path}: missing required key(s) {missing}")
+        raise ScoreFileError(f"score file {path}: missing required key(s) {missing} (is it a score of the DAG's "
+                             "score stage? a score of a bare generations file carries no decode cost)")
     _validate_score(path, data)
     return data
 
 
 def _validate_score(path: Path, data: dict) -> None:
     """Check types and ranges of the fields the report relies on."""
-    if data["objective"] not in OBJECTIVES:
-        raise ScoreFileError(f"score file {path}: objective must be one of {OBJECTIVES}, got {data['objective']!r}")
-    for key in ("model", "sampler", "task"):
+    for key in KEY_COLUMNS:
         if not isinstance(data[key], str) or not data[key]:
             raise ScoreFileError(f"score file {path}: {key!r} must be a non-empty string")
     acc = data["accuracy"]
@@ -74,9 +71,9 @@ def _validate_score(path: Path, data: dict) -> None:
             raise ScoreFileError(f"score file {path}: {key!r} must be a non-negative number, got {val!r}")
     if data["total_nfe"] <= 0:
         raise ScoreFileError(f"score file {path}: total_nfe must be positive, got {data['total_nfe']!r}")
-    solver = data["solver"]
-    if not isinstance(solver, dict) or not isinstance(solver.get("name"), str):
-        raise ScoreFileError(f"score file {path}: 'solver' must be an object with a string 'name'")
+    spec = data["sampler_spec"]
+    if not isinstance(spec, dict) or not all(isinstance(spec.get(k), str) for k in ("solver", "family")):
+        raise ScoreFileError(f"score file {path}: 'sampler_spec' must be an object with string 'solver' and 'family'")
 
 
 def _num(value) -> float:
@@ -84,25 +81,24 @@ def _num(value) -> float:
     return float("nan") if value is None else float(value)
 
 
+def departures_text(recipe: dict | None) -> str:
+    """The recipe's departures from the paper as ``key=value; ...`` (empty: the paper's recipe)."""
+    departures = (recipe or {}).get("departures") or {}
+    return "; ".join(f"{k}={v}" for k, v in sorted(departures.items()))
+
+
 def _score_row(path: Path, data: dict) -> dict:
-    """Flatten one validated score dict into a DataFrame row (derived fields filled when absent)."""
-    n = data["n_problems"]
+    """Flatten one validated score dict into a DataFrame row."""
+    spec = data["sampler_spec"]
     row = {key: data[key] for key in KEY_COLUMNS}
     row.update(
-        accuracy=float(data["accuracy"]),
-        n_problems=int(n),
-        total_nfe=int(data["total_nfe"]),
-        total_tokens=int(data["total_tokens"]),
-        mean_nfe=_num(data.get("mean_nfe", data["total_nfe"] / n if n else None)),
-        tokens_per_forward=_num(data.get("tokens_per_forward", data["total_tokens"] / data["total_nfe"])),
-        mean_tokens_per_forward=_num(data.get("mean_tokens_per_forward")),
-        wall_time_s=_num(data.get("wall_time_s")),
-        block_size=_num(data.get("block_size")),
-        solver_name=data["solver"]["name"],
-        solver_params=dict(data["solver"].get("params") or {}),
-        metrics=dict(data.get("metrics") or {}),
-        provenance=data.get("provenance"),
-        path=str(path),
+        accuracy=float(data["accuracy"]), n_problems=int(data["n_problems"]), total_nfe=int(data["total_nfe"]),
+        total_tokens=int(data["total_tokens"]), mean_nfe=data["total_nfe"] / max(data["n_problems"], 1),
+        tokens_per_forward=data["total_tokens"] / data["total_nfe"],
+        mean_tokens_per_forward=_num(data.get("mean_tokens_per_forward")), wall_time_s=_num(data.get("wall_time_s")),
+        block_size=_num(data.get("block_size")), batch_size=_num(data.get("batch_size")), family=spec["family"],
+        solver=spec["solver"], params=dict(spec.get("params") or {}), departures=departures_text(data.get("recipe")),
+        metrics=dict(data.get("metrics") or {}), path=str(path),
     )
     return row
 
@@ -111,7 +107,7 @@ def load_scores(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
     """Load score JSON files into a DataFrame with one row per file.
 
     Raises ScoreFileError naming the file when one is unreadable or misses required keys, and when two files share
-    the same (model, objective, sampler, task).
+    the same (model, objective, sampler, benchmark).
     """
     rows = [_score_row(Path(p), _read_score(Path(p))) for p in paths]
     if not rows:
@@ -120,7 +116,7 @@ def load_scores(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
     dup = df[df.duplicated(KEY_COLUMNS, keep=False)]
     if not dup.empty:
         groups = dup.groupby(KEY_COLUMNS)["path"].apply(list).tolist()
-        raise ScoreFileError(f"duplicate (model, objective, sampler, task) in score files: {groups}")
+        raise ScoreFileError(f"duplicate (model, objective, sampler, benchmark) in score files: {groups}")
     return df
 
 
@@ -129,49 +125,40 @@ def load_scores(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-def solver_family(sampler: str, solver_name: str, params: dict | None = None) -> str:
-    """Name the solver family: 'ntp' for NTP decoding, 'eb-<proxy>' for EB (proxy from params or sampler), else the
-    solver name."""
-    if solver_name == "ntp" or (sampler == "ntp" and not solver_name):
-        return "ntp"
-    if solver_name == "eb":
-        params = params or {}
-        proxy = params.get("proxy") or params.get("error_proxy") or params.get("proxy_name")
-        if not proxy:
-            match = re.match(r"eb-([a-z]+)", sampler)
-            proxy = match.group(1) if match else None
-        return f"eb-{proxy}" if proxy else "eb"
-    return solver_name
-
-
-def _is_baseline(df: pd.DataFrame) -> pd.Series:
+def is_baseline(df: pd.DataFrame) -> pd.Series:
     """Boolean mask of NTP-baseline rows (objective ntp decoded with sampler ntp)."""
     return (df["objective"] == "ntp") & (df["sampler"] == "ntp")
 
 
-def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, objective, sampler, task) with accuracy (fraction), nfe_speedup and solver_family.
-
-    nfe_speedup = baseline total_nfe / row total_nfe, baseline = (same model, same task, objective ntp, sampler ntp);
-    NaN with a logged warning where the baseline is missing.
-    """
-    out = df.copy()
-    out["solver_family"] = [
-        solver_family(s, n, p) for s, n, p in zip(out["sampler"], out["solver_name"], out["solver_params"])
-    ]
-    base = out.loc[_is_baseline(out), ["model", "task", "total_nfe"]].rename(columns={"total_nfe": "_base_nfe"})
-    out = out.merge(base, on=["model", "task"], how="left")
+def _speedups(out: pd.DataFrame) -> pd.DataFrame:
+    """Add nfe_speedup and wall_speedup against the NTP arm of the same model and benchmark."""
+    base = out.loc[is_baseline(out), ["model", "benchmark", "total_nfe", "wall_time_s"]]
+    base = base.rename(columns={"total_nfe": "_base_nfe", "wall_time_s": "_base_wall"})
+    out = out.merge(base, on=["model", "benchmark"], how="left")
     out["nfe_speedup"] = out["_base_nfe"] / out["total_nfe"]
-    no_base = out.loc[out["_base_nfe"].isna(), ["model", "task"]].drop_duplicates()
-    for model, task in sorted(no_base.itertuples(index=False)):
-        logger.warning(
-            "no NTP baseline (objective=ntp, sampler=ntp) for model=%r task=%r: nfe_speedup is NaN", model, task
-        )
-    out["solver_params"] = [json.dumps(p, sort_keys=True) for p in out["solver_params"]]
-    metric_names = sorted({k for m in out["metrics"] for k in m})
+    out["wall_speedup"] = out["_base_wall"] / out["wall_time_s"]
+    for model, bench in sorted(out.loc[out["_base_nfe"].isna(), ["model", "benchmark"]].drop_duplicates()
+                               .itertuples(index=False)):
+        logger.warning("no NTP baseline (objective=ntp, sampler=ntp) for model=%r benchmark=%r: speedups are NaN",
+                       model, bench)
+    return out
+
+
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (model, objective, sampler, benchmark): accuracy (fraction), speedups, cost, the sampler's
+    parameters as columns (``gamma``, ``proxy``, ``threshold``, ...) and the benchmark's metrics as ``metric_*``.
+
+    ``nfe_speedup`` = the NTP arm's total NFE / the row's total NFE; ``wall_speedup`` = the NTP arm's decode wall time /
+    the row's (same model, benchmark, problems and batch size); both NaN, with a logged warning, without that arm.
+    """
+    out = _speedups(df.copy())
+    param_names = sorted({k for p in out["params"] for k in p})
+    for name in param_names:
+        out[name] = [p.get(name) for p in out["params"]]
+    metric_names = sorted({k for m in out["metrics"] for k in m if _is_number(m[k])})
     for name in metric_names:
         out[f"metric_{name}"] = [_num(m.get(name)) if _is_number(m.get(name)) else float("nan") for m in out["metrics"]]
-    cols = SUMMARY_COLUMNS + [f"metric_{n}" for n in metric_names]
+    cols = SUMMARY_COLUMNS + param_names + [f"metric_{n}" for n in metric_names]
     return out[cols].sort_values(KEY_COLUMNS, kind="stable").reset_index(drop=True)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from pathlib import Path
@@ -10,10 +11,6 @@ import pandas as pd
 
 from . import DEFAULT_PAPER_TABLE
 
-#: Preferred order of solver families in tables and figure legends; unknown families follow alphabetically.
-FAMILY_ORDER = (
-    "ntp", "eb-entropy", "eb-confidence", "eb", "entropy_threshold", "confidence_threshold", "factor", "topk",
-)
 #: Shown in tables where no value exists (the paper prints an en dash).
 DASH = "\u2013"
 #: Paper Table 1 benchmark columns: (csv prefix, display name).
@@ -23,62 +20,79 @@ PAPER_BENCHMARKS = [
 ]
 
 
+@functools.lru_cache(maxsize=1)
+def family_order() -> tuple[str, ...]:
+    """Solver families in the sampler registry's order (NTP first, EB by proxy); tables and legends follow it."""
+    from ..samplers import describe_samplers, sampler_spec
+    from ..solvers import PROXIES
+
+    specs = [sampler_spec(name, **({"proxy": proxy} if proxy else {}))
+             for name in describe_samplers() for proxy in (PROXIES if name == "eb" else (None,))]
+    return tuple(dict.fromkeys(spec["family"] for spec in specs))
+
+
+def benchmark_order(names) -> list[str]:
+    """Benchmarks in the registry's order (the paper's columns first); unknown names after, alphabetically."""
+    from ..benchmarks import BENCHMARKS
+
+    known = [b for b in BENCHMARKS if b in set(names)]
+    return known + sorted(set(names) - set(known))
+
+
 # ----------------------------------------------------------------------------------------------------------------------
 # Table 1
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-def format_cell(accuracy: float, speedup: float) -> str:
-    """Format 'accuracy % (speedup x)', e.g. '84.0 (2.34x)'; accuracy is a fraction; DASH if accuracy is missing."""
+def _speedup_text(value: float) -> str:
+    return "n/a" if pd.isna(value) else f"{value:.2f}x"
+
+
+def format_cell(accuracy: float, nfe_speedup: float, wall_speedup: float | None = None) -> str:
+    """'accuracy % (NFE speedup x)', plus ', wall W x' when a wall-clock speedup is given; DASH without accuracy."""
     if pd.isna(accuracy):
         return DASH
-    spd = "n/a" if pd.isna(speedup) else f"{speedup:.2f}x"
-    return f"{100 * accuracy:.1f} ({spd})"
+    wall = "" if wall_speedup is None else f", wall {_speedup_text(wall_speedup)}"
+    return f"{100 * accuracy:.1f} ({_speedup_text(nfe_speedup)}{wall})"
 
 
 def _family_rank(family: str) -> tuple:
-    """Sort key placing known families in FAMILY_ORDER, unknown ones after, alphabetically."""
-    return (FAMILY_ORDER.index(family), "") if family in FAMILY_ORDER else (len(FAMILY_ORDER), family)
+    """Sort key placing known families in registry order, unknown ones after, alphabetically."""
+    order = family_order()
+    return (order.index(family), "") if family in order else (len(order), family)
 
 
-def _arm_rank(objective: str, sampler: str) -> int:
-    """0: NTP baseline, 1: other NTP-model rows, 2: SBD model with NTP sampling, 3: everything else."""
-    if objective == "ntp":
-        return 0 if sampler == "ntp" else 1
-    return 2 if sampler == "ntp" else 3
+def _arm_rank(objective: str, sampler: str) -> tuple:
+    """NTP arm first, then each other arm's NTP decoding, then its block samplers (arms in their config order)."""
+    return (0, "", 0) if objective == "ntp" else (1, objective, 0 if sampler == "ntp" else 1)
+
+
+def _mean(values: pd.Series) -> float:
+    values = values.dropna()
+    return float(values.mean()) if len(values) else float("nan")
 
 
 def table1(summary: pd.DataFrame) -> pd.DataFrame:
-    """Table-1 style view: rows (model, objective, sampler), one 'acc (speedup x)' column per task, 'mean speedup'.
+    """Table-1 style view: rows (model, objective, sampler), one 'acc (NFE speedup, wall speedup)' column per benchmark,
+    and the arithmetic means of the row's per-benchmark speedups (the paper's Speedup column is the NFE one).
 
-    'mean speedup' is the arithmetic mean of the row's per-task speedups (tasks without a speedup are skipped).
-    Rows: per model, the NTP arm first, then SBD with NTP sampling, then by solver family and increasing mean speedup.
+    Rows: per model, the NTP arm first, then each other arm decoded in NTP mode, then by solver family and speedup.
     """
-    tasks = sorted(summary["task"].unique())
+    benchmarks = benchmark_order(summary["benchmark"].unique())
     rows = []
     for (model, objective, sampler), grp in summary.groupby(["model", "objective", "sampler"], sort=False):
-        by_task = grp.set_index("task")
-        row = {"model": model, "objective": objective, "sampler": sampler,
-               "solver_family": grp["solver_family"].iloc[0]}
-        speedups = by_task["nfe_speedup"].dropna()
-        row["mean speedup"] = float(speedups.mean()) if len(speedups) else float("nan")
-        for task in tasks:
-            if task in by_task.index:
-                row[task] = format_cell(by_task.at[task, "accuracy"], by_task.at[task, "nfe_speedup"])
-            else:
-                row[task] = DASH
+        by = grp.set_index("benchmark")
+        row = {"model": model, "objective": objective, "sampler": sampler, "family": grp["family"].iloc[0],
+               "mean NFE speedup": _mean(by["nfe_speedup"]), "mean wall speedup": _mean(by["wall_speedup"])}
+        for bench in benchmarks:
+            row[bench] = (format_cell(by.at[bench, "accuracy"], by.at[bench, "nfe_speedup"], by.at[bench, "wall_speedup"])
+                          if bench in by.index else DASH)
         rows.append(row)
-    table = pd.DataFrame(rows, columns=["model", "objective", "sampler", "solver_family", "mean speedup"] + tasks)
-    order = sorted(
-        range(len(table)),
-        key=lambda i: (
-            table.at[i, "model"],
-            _arm_rank(table.at[i, "objective"], table.at[i, "sampler"]),
-            _family_rank(table.at[i, "solver_family"]),
-            _nan_last(table.at[i, "mean speedup"]),
-            table.at[i, "sampler"],
-        ),
-    )
+    columns = ["model", "objective", "sampler", "family", "mean NFE speedup", "mean wall speedup"] + benchmarks
+    table = pd.DataFrame(rows, columns=columns)
+    order = sorted(range(len(table)), key=lambda i: (
+        table.at[i, "model"], _arm_rank(table.at[i, "objective"], table.at[i, "sampler"]),
+        _family_rank(table.at[i, "family"]), _nan_last(table.at[i, "mean NFE speedup"]), table.at[i, "sampler"]))
     return table.iloc[order].reset_index(drop=True)
 
 
@@ -88,9 +102,10 @@ def _nan_last(value: float) -> float:
 
 
 def _table1_display(table: pd.DataFrame) -> pd.DataFrame:
-    """Format the 'mean speedup' column as text ('2.34x') for the md/tex renderings."""
+    """Format the mean speedup columns as text ('2.34x') for the md/tex renderings."""
     disp = table.copy()
-    disp["mean speedup"] = [DASH if math.isnan(v) else f"{v:.2f}x" for v in table["mean speedup"]]
+    for col in ("mean NFE speedup", "mean wall speedup"):
+        disp[col] = [DASH if math.isnan(v) else f"{v:.2f}x" for v in table[col]]
     return disp.astype(str)
 
 

@@ -1,14 +1,30 @@
+localrules:
+    benchmark,
+
+
 rule data:
     output:
         directory(f"{RUN}/data"),
     params:
-        tasks=" ".join(TASKS),
-        train=per_task_arg(config["data"]["train_per_task"]),
-        valid=config["data"]["valid_per_task"],
-        test=config["data"]["test_per_task"],
-        seed=config["seed"],
+        spec=arg(section("data")),
     log:
         f"{RUN}/logs/data.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} -m sbd_core data --tasks {params.tasks} --train-per-task {params.train}"
-        " --valid-per-task {params.valid} --test-per-task {params.test} --seed {params.seed} --out {output} > {log} 2>&1"
+        "python -m sbd_core data --spec {params.spec:q} --out {output} > {log} 2>&1"
+
+
+rule benchmark:
+    output:
+        f"{RUN}/benchmarks/{{benchmark}}_test.jsonl",
+    params:
+        settings=lambda wc: arg(BENCHMARKS[wc.benchmark]),
+        out=lambda wc, output: Path(output[0]).parent,
+    log:
+        f"{RUN}/logs/benchmark/{{benchmark}}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m sbd_core benchmark --name {wildcards.benchmark} --settings {params.settings:q} --out {params.out}"
+        " > {log} 2>&1"

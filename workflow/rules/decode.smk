@@ -1,24 +1,24 @@
-def decode_spec():
-    return {k: v for k, v in config["decode"].items() if k != "samplers"}
-
-
 rule decode:
     input:
         model=f"{RUN}/models/{{model}}/{{objective}}",
-        data=f"{RUN}/data",
+        test=f"{RUN}/benchmarks/{{benchmark}}_test.jsonl",
     output:
-        generations=f"{RUN}/generations/{{model}}/{{objective}}/{{sampler}}/{{task}}.jsonl",
-        provenance=f"{RUN}/generations/{{model}}/{{objective}}/{{sampler}}/{{task}}.jsonl.provenance.json",
+        generations=f"{RUN}/generations/{{model}}/{{objective}}/{{sampler}}/{{benchmark}}.jsonl",
+        provenance=f"{RUN}/generations/{{model}}/{{objective}}/{{sampler}}/{{benchmark}}.jsonl.provenance.json",
     params:
+        settings=lambda wc: arg(BENCHMARKS[wc.benchmark]),
         sampler=lambda wc: arg(SAMPLERS[wc.sampler]),
-        decode=arg(decode_spec()),
-        runtime=arg({"device": RUNTIME["device"], "dtype": RUNTIME["dtype"]}),
-    threads: 1
+        decode=arg(section("decode", drop=("samplers", "restrict"))),
+        runtime=arg({"device": RUNTIME.device, "dtype": RUNTIME.dtype}),
+        threads=RUNTIME.threads,
+    threads: DECODE_THREADS
     resources:
-        gpu=GPU,
+        gpu=RUNTIME.gpus,
     log:
-        f"{RUN}/logs/decode/{{model}}/{{objective}}/{{sampler}}/{{task}}.log",
+        f"{RUN}/logs/decode/{{model}}/{{objective}}/{{sampler}}/{{benchmark}}.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} -m sbd_core --threads {threads} decode --model {input.model} --task {wildcards.task}"
-        " --data {input.data} --sampler {wildcards.sampler} --sampler-spec {params.sampler:q}"
+        "python -m sbd_core --threads {params.threads} decode --model {input.model} --benchmark {wildcards.benchmark}"
+        " --settings {params.settings:q} --test-file {input.test} --sampler-spec {params.sampler:q}"
         " --decode-spec {params.decode:q} --runtime {params.runtime:q} --out {output.generations} > {log} 2>&1"

@@ -8,11 +8,15 @@ rule report:
         f"{REPORT_DIR}/table1.tex",
         f"{REPORT_DIR}/report.md",
         f"{REPORT_DIR}/provenance.json",
-        [report(f"{REPORT_DIR}/speedup_{t}.png", category="Figures", caption="../report/speedup.rst") for t in TASKS],
-        [f"{REPORT_DIR}/speedup_{t}.pdf" for t in TASKS],
+        [report(f"{REPORT_DIR}/speedup_{b}.png", category="Figures", caption="../report/speedup.rst") for b in BENCHMARKS],
+        [f"{REPORT_DIR}/speedup_{b}.pdf" for b in BENCHMARKS],
     params:
         paper=str(PAPER_TABLE),
+        bases=arg(PAPER_BASES),
+        out=lambda wc, output: Path(output[0]).parent,
     log:
         f"{RUN}/logs/report.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} -m sbd_core report --scores {input} --paper-table {params.paper} --out {REPORT_DIR} > {log} 2>&1"
+        "python -m sbd_core report --scores {input} --paper-table {params.paper} --paper-bases {params.bases:q} --out {params.out} > {log} 2>&1"

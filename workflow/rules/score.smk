@@ -1,18 +1,20 @@
 rule score:
     input:
-        generations=f"{RUN}/generations/{{model}}/{{objective}}/{{sampler}}/{{task}}.jsonl",
-        provenance=f"{RUN}/generations/{{model}}/{{objective}}/{{sampler}}/{{task}}.jsonl.provenance.json",
-        data=f"{RUN}/data",
+        generations=f"{RUN}/generations/{{model}}/{{objective}}/{{sampler}}/{{benchmark}}.jsonl",
+        provenance=f"{RUN}/generations/{{model}}/{{objective}}/{{sampler}}/{{benchmark}}.jsonl.provenance.json",
+        test=f"{RUN}/benchmarks/{{benchmark}}_test.jsonl",
     output:
-        f"{RUN}/scores/{{model}}/{{objective}}/{{sampler}}/{{task}}.json",
+        f"{RUN}/scores/{{model}}/{{objective}}/{{sampler}}/{{benchmark}}.json",
     params:
+        settings=lambda wc: arg(BENCHMARKS[wc.benchmark]),
         names=lambda wc: arg({"model": wc.model, "objective": wc.objective, "sampler": wc.sampler}),
-        code=arg(config["score"]["code"]),
-        work=lambda wc: f"{RUN}/tmp/score/{wc.model}/{wc.objective}/{wc.sampler}/{wc.task}",
+        work=lambda wc: f"{RUN}/tmp/score/{wc.model}/{wc.objective}/{wc.sampler}/{wc.benchmark}",
     threads: 1
     log:
-        f"{RUN}/logs/score/{{model}}/{{objective}}/{{sampler}}/{{task}}.log",
+        f"{RUN}/logs/score/{{model}}/{{objective}}/{{sampler}}/{{benchmark}}.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} -m sbd_core score --task {wildcards.task} --data {input.data} --generations {input.generations}"
-        " --names {params.names:q} --code-settings {params.code:q} --work-dir {params.work}"
-        " --out {output} > {log} 2>&1"
+        "mkdir -p {params.work} && python -m sbd_core score --benchmark {wildcards.benchmark} --generations"
+        " {input.generations} --data {input.test} --settings {params.settings:q} --names {params.names:q}"
+        " --work-dir {params.work} --out {output} > {log} 2>&1"

@@ -1,0 +1,144 @@
+"""Typed settings of one benchmark, read from the config mapping ``benchmarks: {<name>: {...}}``.
+
+Every setting has exactly one default: the ``defaults`` instance that each benchmark module declares (a paper
+benchmark's token limit, stop strings, system prompt ...). ``resolve(name, defaults, mapping)`` overlays a config
+mapping on those defaults and rejects unknown keys and bad values with a message that names the key, the value and
+what is allowed. The field validators live next to the fields (``metadata={"check": ...}``).
+
+Keys, for every benchmark:
+
+* ``max_new_tokens`` (int >= 1) and ``stop_strings`` (list of non-empty strings; null: the benchmark's convention
+  for the prompt mode, see ``Benchmark.generation``): the generation settings.
+* ``limit`` (int >= 1, or null for all): evaluate the first ``limit`` problems in the test file's order.
+* ``data`` (path or null): a local file in the hub dataset's own schema instead of the download (offline runs).
+* ``chat`` (bool): true wraps the prompt in the checkpoint's chat template (the fine-tuned arms); false gives the
+  plain-text prompt (base models, synthetic tasks), which never carries a system prompt.
+* ``system_prompt`` (string or null): the system message when ``chat`` is true.
+
+Code benchmarks add ``parallel``, ``timeout_s``, ``max_memory_bytes`` (the code scorer's limits); benchmarks whose
+data are generated add ``seed``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+__all__ = ["Settings", "CodeSettings", "GeneratedSettings", "GeneratedCodeSettings", "resolve"]
+
+
+# ------------------------------------------------------------------------------------------------ value checks
+def _positive_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError("must be an integer >= 1")
+    return value
+
+
+def _non_negative_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError("must be an integer >= 0")
+    return value
+
+
+def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def optional(value: Any) -> Any:
+        return None if value is None else check(value)
+
+    return optional
+
+
+def _positive_number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError("must be a number > 0")
+    return float(value)
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError("must be true or false")
+    return value
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError("must be a non-empty string")
+    return value
+
+
+def _path(value: Any) -> str:
+    if not isinstance(value, (str, os.PathLike)) or not str(value):
+        raise ValueError("must be a file path")
+    return str(value)
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) \
+            or not all(isinstance(s, str) and s for s in value):
+        raise ValueError("must be a list of non-empty strings")
+    return tuple(value)
+
+
+def _setting(check: Callable[[Any], Any], default: Any = dataclasses.MISSING):
+    """A dataclass field whose value ``check`` validates (and normalises) in :func:`resolve`."""
+    return field(default=default, metadata={"check": check})
+
+
+# ------------------------------------------------------------------------------------------------ settings classes
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Generation, data and prompt settings shared by every benchmark (see the module doc for each key)."""
+
+    max_new_tokens: int = _setting(_positive_int)
+    stop_strings: tuple[str, ...] | None = _setting(_optional(_strings), None)  # None: the prompt mode's default
+    limit: int | None = _setting(_optional(_positive_int), None)
+    data: str | None = _setting(_optional(_path), None)
+    chat: bool = _setting(_boolean, True)
+    system_prompt: str | None = _setting(_optional(_text), None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CodeSettings(Settings):
+    """Settings of an execution-scored benchmark: the code scorer's worker count and limits."""
+
+    parallel: int = _setting(_positive_int, 2)
+    timeout_s: float = _setting(_positive_number, 3600.0)  # whole scoring run
+    max_memory_bytes: int = _setting(_positive_int, 4 << 30)  # per program
+
+
+@dataclass(frozen=True, kw_only=True)
+class GeneratedSettings(Settings):
+    """Settings of a benchmark whose test problems are generated from a seed (``limit`` is the count)."""
+
+    seed: int = _setting(_non_negative_int, 0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GeneratedCodeSettings(CodeSettings, GeneratedSettings):
+    """Generated problems scored by execution."""
+
+
+def resolve(name: str, defaults: Settings, mapping: Mapping[str, Any] | None = None) -> Settings:
+    """``defaults`` with the keys of ``mapping`` (one benchmark's config section) applied and validated.
+
+    Raises ValueError naming ``benchmarks.<name>.<key>``, the bad value and the allowed keys or values.
+    """
+    if mapping is None:
+        return defaults
+    if not isinstance(mapping, Mapping):
+        raise ValueError(f"benchmarks.{name} must be a mapping of settings, got {mapping!r}")
+    known = {f.name: f for f in dataclasses.fields(defaults)}
+    unknown = sorted(set(mapping) - set(known))
+    if unknown:
+        raise ValueError(f"benchmarks.{name}: unknown setting(s) {unknown}; allowed: {sorted(known)}")
+    values = {}
+    for key, value in mapping.items():
+        try:
+            values[key] = known[key].metadata["check"](value)
+        except ValueError as err:
+            raise ValueError(f"benchmarks.{name}.{key} {err}, got {value!r}") from None
+    if values.get("chat") is False and values.get("system_prompt") is not None:
+        raise ValueError(f"benchmarks.{name}: system_prompt applies only with chat: true; "
+                         "drop system_prompt or set chat: true")
+    return dataclasses.replace(defaults, **values)

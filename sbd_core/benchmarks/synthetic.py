@@ -1,0 +1,75 @@
+"""The embedded default's synthetic tasks as benchmarks: ``math`` (GSM8K-style) and ``code`` (HumanEval-style).
+
+Their problems are generated from a seed by :mod:`sbd_core.tasks` (``make_problems(split, n, seed)``; ``limit`` is the
+number of test problems) instead of downloaded, and they also provide the train/valid rows the tiny models are
+trained on (:meth:`training_rows`). Prompts are the task modules' plain text (``prompt_text``), stop strings their
+``stop_sequences`` (chat prompts are refused); ``math`` is scored by lm-eval with the task's own ``#### N`` extraction
+(``lm_eval_tasks/sbd_synth_math.yaml``), ``code`` by the code scorer on the prompt plus the completion.
+"""
+
+from __future__ import annotations
+
+from sbd_core.tasks import get_task
+
+from .code import CodeBenchmark
+from .lm_eval_task import LmEvalBenchmark
+from .settings import GeneratedCodeSettings, GeneratedSettings
+
+__all__ = ["MATH", "CODE"]
+
+_DEFAULTS = dict(max_new_tokens=96, limit=100, chat=False)  # the embedded default's decode budget and test size
+
+
+class _Generated:
+    """Plain-text problems from a synthetic task generator (mixed into a benchmark class)."""
+
+    def settings(self, mapping=None):
+        """The validated settings; ``chat`` must be false and ``limit`` (the number of test problems) set."""
+        settings = super().settings(mapping)
+        if settings.chat:
+            raise ValueError(f"benchmarks.{self.name}.chat must be false: the synthetic tasks have plain-text prompts "
+                             "only (their tiny tokenizer has no chat template)")
+        if settings.limit is None:
+            raise ValueError(f"benchmarks.{self.name}.limit must be an integer >= 1: it is the number of test "
+                             "problems generated")
+        return settings
+
+    def _source_rows(self, settings) -> list[dict]:
+        return get_task(self.name).make_problems("test", settings.limit, settings.seed)
+
+    def training_rows(self, split: str, n: int, seed: int) -> list[dict]:
+        """``n`` ``{"task", "task_id", "prompt", "target"}`` rows of ``split`` ("train" or "valid")."""
+        task = get_task(self.name)
+        return [{"task": self.name, "task_id": p["task_id"], "prompt": task.prompt_text(p),
+                 "target": task.target_text(p)} for p in task.make_problems(split, n, seed)]
+
+    def default_stops(self, chat: bool) -> tuple[str, ...]:
+        return get_task(self.name).stop_sequences
+
+    def prompt(self, problem: dict, tokenizer, settings) -> str:
+        """The task module's plain-text prompt."""
+        return get_task(self.name).prompt_text(problem)
+
+
+class SyntheticMath(_Generated, LmEvalBenchmark):
+    """Synthetic math: each problem carries the task's prompt text, which the task YAML shows the model."""
+
+    def _prepare(self, problem: dict) -> dict:
+        return {**problem, "prompt": get_task(self.name).prompt_text(problem)}
+
+
+class SyntheticCode(_Generated, CodeBenchmark):
+    """Synthetic code: the program is the task's prompt plus the completion, unsanitized, as the embedded default has
+    always scored it."""
+
+    def program(self, problem: dict, completion: str, settings) -> str:
+        return self.prompt(problem, None, settings) + completion
+
+
+MATH = SyntheticMath(
+    name="math", paper_column=None, group="synthetic", task="sbd_synth_math", headline="exact_match,none",
+    answer_of=get_task("math").extract_answer, required_fields=("task_id", "question", "answer"),
+    source={"generator": "sbd_core.tasks.math_task"}, defaults=GeneratedSettings(**_DEFAULTS))
+CODE = SyntheticCode(
+    name="code", paper_column=None, group="synthetic", dataset="humaneval", release=None,
+    source={"generator": "sbd_core.tasks.code_task"}, defaults=GeneratedCodeSettings(**_DEFAULTS))

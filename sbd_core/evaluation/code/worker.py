@@ -1,0 +1,270 @@
+"""Sandbox worker: runs one program on a list of inputs per request, each in a fresh forked child.
+
+Started by ``sandbox.py`` as ``python -s -B worker.py '<json config>'`` (inside the namespaces when jailed; see
+``jail.py``). It imports what children need, enters the jail, prints one *ready* line (JSON, with the results of
+its self-checks) and then serves requests from stdin, one at a time:
+
+request (one JSON line)::
+
+    {"id", "program", "entry_point", "inputs": plain_data-encoded list of argument lists,
+     "time_limits": per-input seconds or null, "deadline_s", "memory_bytes": int or null,
+     "output_mode": "plain" | "is_not_none" | "bool_or_not_none", "record_time": bool, "guard": bool}
+
+response: a header line ``{"id", "outcome", "nbytes"}`` followed by ``nbytes`` bytes of the child's report, where
+``outcome`` is ``done`` (the child closed its pipe), ``killed`` (``deadline_s`` passed) or ``too_large`` (the
+report exceeded ``output_cap`` bytes). The report is JSON lines written by the child: one per input, in order, an
+``encode_output`` record (plus ``"t"``: seconds, when ``record_time``), or an error record ``{"error": "sandbox" |
+"program" | "exception" | "timeout" | "unserialisable", "detail"}`` after which the child stops (evalplus's fast
+check; "sandbox": the child could not be confined, before the program ran).
+
+The child mirrors ``evalplus.eval.unsafe_execute``: evalplus's ``reliability_guard`` (memory limit, disabled
+destructive calls) when ``guard``, ``exec`` of the program and every call under evalplus's ``swallow_io``, each call
+under evalplus's ``time_limit`` (SIGALRM) when time limits are given; with ``record_time`` each call gets a deep copy
+of its arguments and is timed (as ``evalplus.gen.util.trusted_exec`` does for the ground truth). The child never
+sees expected outputs: it only reports what the program returned. After every run the worker kills every other
+process of the sandbox (it is process 1 of its PID namespace) and empties the scratch directories.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import ctypes
+import gc
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import jail  # noqa: E402  (sibling modules, loaded before the jail hides the host file system)
+import plain_data  # noqa: E402
+from evalplus.eval.utils import TimeoutException, reliability_guard, swallow_io, time_limit  # noqa: E402
+
+_BLOCKED_POSIX = ("fork", "forkpty", "posix_spawn", "posix_spawnp", "execv", "execve", "system", "kill", "killpg",
+                  "remove", "unlink", "rmdir", "rename", "replace", "truncate", "chmod", "chown", "symlink", "link")
+_BLOCKED_SOCKET = ("socket", "SocketType", "socketpair", "create_connection", "create_server", "fromfd")
+PR_SET_DUMPABLE = 4
+CHILD_REPORT_FD = 3
+_exit = os._exit  # the child exits through this even if the program replaced os._exit
+
+
+def _extra_guard() -> None:
+    """Null the raw ``posix``/``socket`` twins of what evalplus's guard blocks (defence in depth only)."""
+    import _socket
+    import posix
+
+    for module, names in ((posix, _BLOCKED_POSIX), (os, _BLOCKED_POSIX), (socket, _BLOCKED_SOCKET),
+                          (_socket, _BLOCKED_SOCKET)):
+        for name in names:
+            if hasattr(module, name):
+                setattr(module, name, None)
+    import _posixsubprocess
+
+    _posixsubprocess.fork_exec = None
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        return f"{type(exc).__name__}: {exc}"[:300]
+    except BaseException:
+        return type(exc).__name__
+
+
+def _reduce(value, mode: str):
+    """evalplus's output rules for MBPP's 'output not None' tasks (trusted_exec / unsafe_execute)."""
+    if mode == "is_not_none":
+        return value is not None
+    if mode == "bool_or_not_none":
+        return value if isinstance(value, bool) else value is not None
+    return value
+
+
+def _emit(record: dict, write=os.write) -> None:
+    """Write one report line to the child's report descriptor (``write`` bound before any program runs)."""
+    data = (plain_data.dumps(record) + "\n").encode()
+    while data:
+        data = data[write(CHILD_REPORT_FD, data):]
+
+
+def _run_inputs(request: dict, inline_limit: int) -> None:
+    """The child's work: exec the program, call it on every input, report each result (see module doc)."""
+    inputs = plain_data.decode(request["inputs"])
+    limits, timing = request["time_limits"], request["record_time"]
+    namespace: dict = {}
+    try:
+        with swallow_io():
+            exec(request["program"], namespace)
+            function = namespace[request["entry_point"]]
+    except BaseException as exc:
+        return _emit({"error": "program", "detail": _describe(exc)})
+    for index, args in enumerate(inputs):
+        try:
+            args = copy.deepcopy(args) if timing else args
+            start = time.perf_counter()
+            with time_limit(limits[index]) if limits else contextlib.nullcontext():
+                with swallow_io():
+                    value = function(*args)
+            elapsed = time.perf_counter() - start
+        except BaseException as exc:
+            kind = "timeout" if isinstance(exc, TimeoutException) else "exception"
+            return _emit({"error": kind, "detail": _describe(exc)})
+        try:
+            record = plain_data.encode_output(_reduce(value, request["output_mode"]), inline_limit)
+        except BaseException as exc:
+            return _emit({"error": "unserialisable", "detail": _describe(exc)})
+        _emit({**record, "t": elapsed} if timing else record)
+
+
+def _confine(request: dict) -> None:
+    """The child's own directory, no new processes, then the memory limit and evalplus's guard."""
+    os.chdir(tempfile.mkdtemp())
+    jail.forbid_new_processes()
+    memory = request["memory_bytes"]
+    if request["guard"]:
+        reliability_guard(maximum_memory_bytes=memory)
+        _extra_guard()
+    elif memory is not None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+
+def _child(request: dict, report_fd: int, config: dict) -> None:
+    """Forked child: private descriptors, ``_confine``, then ``_run_inputs``; never returns."""
+    try:
+        os.setpgid(0, 0)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.dup2(report_fd, CHILD_REPORT_FD)
+        os.closerange(CHILD_REPORT_FD + 1, 1 << 16)
+        try:
+            _confine(request)
+        except BaseException as exc:  # a sandbox defect, not the program's: say so (a reference run then raises)
+            _emit({"error": "sandbox", "detail": _describe(exc)})
+            return
+        _run_inputs(request, config["inline_limit"])
+    finally:
+        _exit(0)
+
+
+def _collect(read_fd: int, deadline_s: float, cap: int) -> tuple[str, bytes]:
+    """Read the child's report until EOF, the deadline or the size cap."""
+    chunks, total, end = [], 0, time.monotonic() + deadline_s
+    outcome = "done"
+    while True:
+        remaining = end - time.monotonic()
+        if remaining <= 0 or not select.select([read_fd], [], [], remaining)[0]:
+            outcome = "killed"
+            break
+        data = os.read(read_fd, 1 << 20)
+        if not data:
+            break
+        total += len(data)
+        if total > cap:
+            outcome = "too_large"
+            break
+        chunks.append(data)
+    os.close(read_fd)
+    return outcome, b"".join(chunks) if outcome != "too_large" else b""
+
+
+def _kill_leftovers(child: int) -> None:
+    """Kill everything the run started and reap it; as PID 1 of the sandbox that is every other process."""
+    as_init = os.getpid() == 1
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(-1, signal.SIGKILL) if as_init else os.killpg(child, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        while True:
+            os.waitpid(-1 if as_init else child, 0)
+            if not as_init:
+                break
+
+
+def _wipe_scratch() -> None:
+    """Empty $HOME, $TMPDIR (and the jail's /dev/shm) so no run sees files of the previous one."""
+    jailed = os.getpid() == 1
+    for directory in (os.environ["HOME"], os.environ["TMPDIR"]) + (("/dev/shm",) if jailed else ()):
+        with contextlib.suppress(OSError):
+            os.chmod(directory, 0o1777)  # a run may have locked it (same user: no capability needed)
+            for name in os.listdir(directory):
+                path = os.path.join(directory, name)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
+
+
+def run_request(request: dict, config: dict) -> tuple[str, bytes]:
+    """Fork a child for ``request``, collect its report, clean up; return (outcome, report bytes)."""
+    read_fd, write_fd = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read_fd)
+        _child(request, write_fd, config)
+    os.close(write_fd)
+    with contextlib.suppress(OSError):
+        os.setpgid(child, child)
+    outcome, report = _collect(read_fd, request["deadline_s"], config["output_cap"])
+    _kill_leftovers(child)
+    _wipe_scratch()
+    return outcome, report
+
+
+def self_checks() -> dict[str, bool]:
+    """What the parent verifies before trusting a jailed worker (each True when the property holds)."""
+    def fails(action) -> bool:
+        try:
+            action()
+        except OSError:
+            return True
+        return False
+
+    def write_file(path):
+        with open(path, "w") as handle:
+            handle.write("x")
+
+    with open("/dev/null", "w") as handle:
+        handle.write("x")
+    return {
+        "capabilities_dropped": not any(jail.capabilities().values()),
+        "root_read_only": fails(lambda: write_file("/probe")),
+        "dev_read_only": fails(lambda: write_file("/dev/probe")),
+        "usr_read_only": fails(lambda: write_file(sys.base_prefix + "/probe")),
+        "dev_shm_private": os.listdir("/dev/shm") == [],
+        "no_network": [name for _, name in socket.if_nameindex()] == ["lo"],
+        "only_own_processes": [p for p in os.listdir("/proc") if p.isdigit()] == ["1"],
+        "cannot_remount": fails(lambda: jail._mount(None, "/", None, jail.MS_REMOUNT | jail.MS_BIND)),
+    }
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    checks = {}
+    if config["jail"]:
+        jail.enter_jail(config["root"], config["scratch_bytes"])
+        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        checks = self_checks()
+    gc.freeze()  # keep the objects made so far out of the children's garbage collections (fewer page copies)
+    out = sys.stdout.buffer
+    out.write((json.dumps({"ready": True, "pid": os.getpid(), "checks": checks}) + "\n").encode())
+    out.flush()
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        outcome, report = run_request(request, config)
+        out.write((json.dumps({"id": request["id"], "outcome": outcome, "nbytes": len(report)}) + "\n").encode())
+        out.write(report)
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()

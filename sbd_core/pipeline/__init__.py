@@ -1,0 +1,27 @@
+"""The pipeline stages as plain functions; each reads the previous stages' files only (never their internals), writes
+its outputs atomically with a provenance record, and is what both the Snakemake rules and ``python -m sbd_core <stage>``
+call. Training: :mod:`.training` (data, base, finetune); evaluation: :mod:`.evaluation` (benchmark, decode, score);
+:func:`run_report` (tables and figures from score files).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..io_utils import write_json_atomic
+from ..provenance import provenance
+from .evaluation import cost_aggregates, run_benchmark, run_decode, run_score, score_generations
+from .training import DataSpec, build_scratch_model, run_base, run_data, run_finetune, train_config, training_pairs
+
+__all__ = ["DataSpec", "build_scratch_model", "cost_aggregates", "run_base", "run_benchmark", "run_data",
+           "run_decode", "run_finetune", "run_report", "run_score", "score_generations", "train_config",
+           "training_pairs"]
+
+
+def run_report(scores: list[Path], out_dir: Path, paper_table: Path | None, paper_bases: dict | None = None) -> None:
+    """Tables and figures from score files only (never recomputes), with the run's provenance beside them."""
+    from ..report import write_report
+
+    write_report(scores, out_dir, paper_table=paper_table, paper_bases=paper_bases)
+    settings = {"scores": [str(p) for p in scores], "paper_table": str(paper_table), "paper_bases": paper_bases}
+    write_json_atomic(provenance("report", settings), Path(out_dir) / "provenance.json")

@@ -1,0 +1,119 @@
+"""The evaluation stages: benchmark (test problems), decode (one model, one sampler, one benchmark) and score.
+
+Every benchmark is reached through :mod:`sbd_core.benchmarks` only (its settings, prompt, generation limits and scorer),
+so adding one touches its module and a config entry, nothing here.
+
+Files (one per line / object):
+
+* decode writes ``<benchmark>.jsonl``: ``{"id", "prompt", "completion", "token_ids", "num_tokens", "nfe",
+  "tokens_per_forward", "stop_reason", "wall_time_s"}`` per problem, and ``<benchmark>.jsonl.provenance.json``
+  beside it with the sampler spec, the decode and benchmark settings, the model's training recipe and
+  ``total_wall_time_s`` (model loading excluded);
+* score writes one JSON object: the benchmark's metrics, the cost totals the report derives speedups from, the sampler
+  spec, the recipe and the per-problem verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from .. import checkpoint
+from ..benchmarks import ID_KEY, add_special_tokens_for, get_benchmark, read_generations
+from ..io_utils import read_jsonl, write_json_atomic, write_jsonl_atomic
+from ..provenance import provenance
+from ..settings import RuntimeSettings
+
+log = logging.getLogger("sbd_core")
+
+
+def run_benchmark(name: str, settings: dict | None, out_dir: Path) -> Path:
+    """Write benchmark ``name``'s test problems (download, local file or generation) into ``out_dir``."""
+    bench = get_benchmark(name)
+    return bench.fetch(bench.settings(settings), out_dir)
+
+
+def _model_recipe(model_dir: Path) -> dict:
+    """What the model's own provenance says about how it was trained (objective and departures from the paper)."""
+    path = Path(model_dir) / "provenance.json"
+    settings = json.loads(path.read_text()).get("settings", {}) if path.exists() else {}
+    return {key: settings[key] for key in ("objective", "departures") if key in settings}
+
+
+def run_decode(model_dir: Path, benchmark: str, benchmark_settings: dict | None, test_file: Path, sampler_spec: dict,
+               decode_spec: dict, out_path: Path, runtime: RuntimeSettings = RuntimeSettings(),
+               progress: bool = True) -> None:
+    """Decode the benchmark's test problems with one sampler; one JSON line per problem with completion and cost."""
+    from ..decode import BlockDecoder, DecodeConfig
+    from ..samplers import build_solver
+
+    bench = get_benchmark(benchmark)
+    settings = bench.settings(benchmark_settings)
+    model, tokenizer = checkpoint.load(model_dir, runtime.device, runtime.dtype)
+    problems = bench.load(test_file)
+    prompts = [bench.prompt(p, tokenizer, settings) for p in problems]
+    max_new_tokens, stops = bench.generation(settings)
+    config = DecodeConfig(mode=sampler_spec["mode"], max_new_tokens=max_new_tokens, stop_strings=stops,
+                          add_special_tokens=add_special_tokens_for(prompts[0], tokenizer), **decode_spec)
+    decoder = BlockDecoder(model, tokenizer, config, build_solver(sampler_spec))
+    start = time.perf_counter()
+    generations = decoder.generate(prompts, progress=progress)
+    elapsed = time.perf_counter() - start
+    records = [{"id": p[ID_KEY], "prompt": prompt, "completion": g.text, "token_ids": g.token_ids,
+                "num_tokens": g.num_tokens, "nfe": g.nfe, "tokens_per_forward": g.tokens_per_forward,
+                "stop_reason": g.stop_reason, "wall_time_s": g.wall_time_s}
+               for p, prompt, g in zip(problems, prompts, generations)]
+    write_jsonl_atomic(records, out_path)
+    record = {"model": str(model_dir), "recipe": _model_recipe(model_dir), "benchmark": benchmark,
+              "benchmark_settings": asdict(settings),
+              "sampler_spec": sampler_spec, "block_size": config.block_size, "batch_size": config.batch_size,
+              "runtime": asdict(runtime), "total_wall_time_s": elapsed}
+    write_json_atomic(provenance("decode", record), Path(str(out_path) + ".provenance.json"))
+    log.info("decoded %d problems in %.1f s", len(records), elapsed)
+
+
+def cost_aggregates(records: list[dict]) -> dict:
+    """NFE and token totals of a generations file (speedups are relative, so the report derives them)."""
+    total_nfe = sum(r["nfe"] for r in records)
+    total_tokens = sum(r["num_tokens"] for r in records)
+    per_problem = [r["num_tokens"] / r["nfe"] for r in records if r["nfe"]]
+    return {"n_problems": len(records), "total_nfe": total_nfe, "total_tokens": total_tokens,
+            "mean_nfe": total_nfe / max(len(records), 1), "tokens_per_forward": total_tokens / max(total_nfe, 1),
+            "mean_tokens_per_forward": sum(per_problem) / max(len(per_problem), 1)}
+
+
+def score_generations(benchmark: str, generations: Path, data: Path | None = None, settings: dict | None = None,
+                      work_dir: Path | None = None) -> dict:
+    """The benchmark's verdict on a generations file (``{"id", "completion"}`` per line), plus what the decode stage
+    recorded about its cost when the file came from it (``nfe`` in the records, a provenance sidecar beside it).
+
+    ``data`` is the test file the generations answer (the benchmark stage's output, or a file in the source dataset's
+    own schema); without it the benchmark's own test set is fetched.
+    """
+    from ..benchmarks import score_generations as benchmark_verdict
+
+    result = benchmark_verdict(benchmark, generations, data=data, settings=settings, work_dir=work_dir)
+    records = read_jsonl(generations)
+    if records and all("nfe" in r for r in records):
+        result.update(cost_aggregates(records))
+    sidecar = Path(str(generations) + ".provenance.json")
+    if sidecar.exists():
+        decoded = json.loads(sidecar.read_text())["settings"]
+        result.update({key: decoded.get(key) for key in ("sampler_spec", "recipe", "block_size", "batch_size")})
+        result["wall_time_s"] = decoded.get("total_wall_time_s")
+    return result
+
+
+def run_score(benchmark: str, generations: Path, out_path: Path, data: Path | None = None,
+              settings: dict | None = None, names: dict | None = None, work_dir: Path | None = None) -> dict:
+    """Score stored generations (never decodes again) and write the result, with ``names`` (model, objective,
+    sampler) when the DAG runs it; print one summary line."""
+    result = {**(names or {}), **score_generations(benchmark, generations, data, settings, work_dir)}
+    result["provenance"] = provenance("score", {"generations": str(generations), "data": str(data), **(names or {})})
+    write_json_atomic(result, out_path)
+    metrics = ", ".join(f"{k} {v:.4f}" for k, v in result["metrics"].items() if isinstance(v, float))
+    print(f"{benchmark}: accuracy {result['accuracy']:.4f} on {result['n']} problems ({metrics})")
+    return result

@@ -1,0 +1,236 @@
+"""The fine-tuning mix: download (login node), then tokenise, select by token budget, pack and cache (once).
+
+Two steps, so the download can run where there is internet and the rest where the compute is:
+1. :func:`download` fetches each hub source's pinned files into ``raw_dir/<name>/`` (sources with a local ``path`` are
+   skipped).
+2. :func:`build` reads those files (or the local override, in the data set's own schema), turns every record into a
+   chat (system prompt by the source's kind), tokenises it with the base model's tokenizer and chat template
+   (:func:`sbd_core.chat.tokenize_chat`: ids + a response mask), drops documents longer than a training row (counted in
+   the manifest), picks documents per source in a seeded random order until the source's share of ``budget_tokens``
+   is reached (reshuffled passes when one is not enough; ``budget_tokens: null`` takes every document once), shuffles
+   the mix and packs it into rows of ``max_length`` tokens with TRL's best-fit-decreasing packer, which never splits a
+   document. Output: ``out_dir/packed`` (a ``datasets`` folder: ``input_ids``, ``target``, ``doc_lengths`` per row) and
+   ``out_dir/manifest.json`` (sources, revisions, counts, tokens per source, passes, packing fill, chat template).
+
+Training reads it with :func:`load_packed`; the trainer turns ``doc_lengths`` into document ids, so packed documents
+never attend to each other and their positions restart at 0 (:mod:`sbd_core.masking`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+
+from ..chat import SYSTEM_PROMPTS, ensure_chat_template, tokenize_chat, with_system_prompt
+from ..io_utils import write_json_atomic
+from .sources import get_source
+
+MANIFEST = "manifest.json"
+PACKED = "packed"
+SOURCE_KEYS = {"name", "weight", "path", "revision"}
+
+
+@dataclass
+class MixSpec:
+    """The training-data section of a config (see the module doc)."""
+
+    sources: list[dict]  # [{"name": ..., "weight": ..., "path": <local file/glob/folder>, "revision": ...}, ...]
+    max_length: int  # tokens per packed row (= the fine-tune's max_length)
+    budget_tokens: int | None = None  # total document tokens of the mix; None = every document once
+    seed: int = 0
+    chat_template: str = "auto"  # auto | default | a Jinja template
+    system_prompts: dict = field(default_factory=lambda: dict(SYSTEM_PROMPTS))
+    num_proc: int = 1  # tokenizer processes
+    pack_batch: int = 10_000  # documents packed together (best fit within each batch)
+
+    @classmethod
+    def from_dict(cls, spec: dict) -> "MixSpec":
+        """Build from a config section, naming any unknown key."""
+        unknown = sorted(set(spec) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown training-data setting(s) {unknown}; allowed: {sorted(f.name for f in fields(cls))}")
+        mix = cls(**spec)
+        mix.validate()
+        return mix
+
+    def validate(self) -> None:
+        if not self.sources:
+            raise ValueError("training data needs at least one source")
+        for entry in self.sources:
+            get_source(entry.get("name"))
+            unknown = sorted(set(entry) - SOURCE_KEYS)
+            if unknown:
+                raise ValueError(f"source {entry['name']!r}: unknown key(s) {unknown}; allowed: {sorted(SOURCE_KEYS)}")
+            if self.budget_tokens is not None and not entry.get("weight", 0) > 0:
+                raise ValueError(f"source {entry['name']!r} needs a weight > 0 when budget_tokens is set")
+        if self.max_length < 2:
+            raise ValueError(f"max_length must be >= 2, got {self.max_length}")
+
+    def shares(self) -> dict[str, int | None]:
+        """Each source's token share of the budget (weights normalised), or None without a budget."""
+        if self.budget_tokens is None:
+            return {e["name"]: None for e in self.sources}
+        total = sum(e["weight"] for e in self.sources)
+        return {e["name"]: int(round(self.budget_tokens * e["weight"] / total)) for e in self.sources}
+
+
+# --------------------------------------------------------------------------------------------------------------- download
+def download(mix: MixSpec, raw_dir) -> dict:
+    """Fetch every hub source's pinned files into ``raw_dir/<name>``; return {name: folder}. Needs internet."""
+    from ..hub import snapshot
+
+    done = {}
+    for entry in mix.sources:
+        if entry.get("path"):
+            continue
+        source = get_source(entry["name"])
+        folder = Path(raw_dir) / source.name
+        snapshot(source.repo_id, entry.get("revision", source.revision), folder, list(source.files),
+                 repo_type="dataset")
+        done[source.name] = str(folder)
+    return done
+
+
+def source_files(entry: dict, raw_dir) -> list[Path]:
+    """The data files of a source: its local override (file, glob or folder) or its downloaded folder."""
+    source = get_source(entry["name"])
+    path = Path(entry["path"]) if entry.get("path") else Path(raw_dir) / source.name
+    if path.is_file():
+        files = [path]
+    elif path.is_dir():
+        files = sorted({f for pattern in source.files for f in path.glob(pattern)})
+    else:
+        files = sorted(path.parent.glob(path.name))
+    if not files:
+        hint = "run the training-data download step first" if not entry.get("path") else "check the source's path"
+        raise FileNotFoundError(f"no data files for source {source.name!r} at {path} (patterns {source.files}); {hint}")
+    return files
+
+
+def _read(files: list[Path], cache_dir: Path):
+    """The records of parquet or JSON-lines files as one ``datasets.Dataset``."""
+    import datasets
+
+    kinds = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
+    kind = {kinds.get(f.suffix) for f in files}
+    if len(kind) != 1 or None in kind:
+        raise ValueError(f"data files must be all .parquet or all .jsonl/.json, got {[f.name for f in files]}")
+    return datasets.load_dataset(kind.pop(), data_files=[str(f) for f in files], split="train",
+                                 cache_dir=str(cache_dir))
+
+
+# --------------------------------------------------------------------------------------------------------------- build
+def _tokenize_record(record: dict, source_name: str, tokenizer, system_prompt: str) -> dict:
+    source = get_source(source_name)
+    encoded = tokenize_chat(tokenizer, with_system_prompt(source.to_messages(record), system_prompt))
+    return {**encoded, "length": len(encoded["input_ids"])}
+
+
+def tokenize_source(records, source_name: str, tokenizer, system_prompt: str, num_proc: int = 1):
+    """Chat-format and tokenise every record: columns ``input_ids``, ``target`` (response mask), ``length``."""
+    source = get_source(source_name)
+    missing = sorted(set(source.fields) - set(records.column_names))
+    if missing:
+        raise ValueError(f"source {source_name!r}: records lack field(s) {missing} (have {records.column_names})")
+    return records.map(_tokenize_record, remove_columns=records.column_names, num_proc=num_proc if num_proc > 1 else None,
+                       fn_kwargs={"source_name": source_name, "tokenizer": tokenizer, "system_prompt": system_prompt},
+                       desc=f"tokenising {source_name}")
+
+
+def select_documents(lengths: np.ndarray, share: int | None, seed: int) -> np.ndarray:
+    """Document indices in a seeded random order until their lengths reach ``share`` tokens; when one pass over the
+    documents is not enough, further passes are reshuffled. ``share`` None: every document once, in order."""
+    if share is None:
+        return np.arange(len(lengths))
+    if len(lengths) == 0 or lengths.sum() == 0:
+        raise ValueError("a source with a token share has no usable documents")
+    picked, total, epoch = [], 0, 0
+    while total < share:
+        order = np.random.default_rng([seed, epoch]).permutation(len(lengths))
+        cumulative = np.cumsum(lengths[order])
+        if cumulative[-1] <= share - total:
+            picked.append(order)
+            total, epoch = total + int(cumulative[-1]), epoch + 1
+            continue
+        count = int(np.searchsorted(cumulative, share - total)) + 1
+        picked.append(order[:count])
+        total += int(cumulative[count - 1])
+    return np.concatenate(picked)
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """A hash of the vocabulary (to refuse packed data made with another tokenizer)."""
+    vocab = json.dumps(sorted(tokenizer.get_vocab().items()))
+    return hashlib.sha256(vocab.encode()).hexdigest()[:16]
+
+
+def _source_part(entry: dict, mix: MixSpec, share, tokenizer, raw_dir, cache_dir):
+    """One source's selected documents and its manifest entry."""
+    source = get_source(entry["name"])
+    records = _read(source_files(entry, raw_dir), cache_dir)
+    tokens = tokenize_source(records, source.name, tokenizer, mix.system_prompts[source.kind], mix.num_proc)
+    lengths = np.asarray(tokens["length"], dtype=np.int64)
+    fits = np.flatnonzero(lengths <= mix.max_length)
+    chosen = fits[select_documents(lengths[fits], share, mix.seed)]
+    info = {"repo_id": source.repo_id, "revision": entry.get("revision", source.revision),
+            "path": entry.get("path"), "kind": source.kind, "documents": len(lengths),
+            "dropped_overlong": int(len(lengths) - len(fits)), "share_tokens": share,
+            "selected_documents": int(len(chosen)), "selected_tokens": int(lengths[chosen].sum()),
+            "passes": float(lengths[chosen].sum() / max(lengths[fits].sum(), 1))}
+    return tokens.select(chosen).select_columns(["input_ids", "target"]), info
+
+
+def build(mix: MixSpec, tokenizer, raw_dir, out_dir) -> dict:
+    """Tokenise, select, pack and save the mix into ``out_dir`` (atomically); return the manifest."""
+    import datasets
+    from trl.data_utils import pack_dataset
+
+    out_dir = Path(out_dir)
+    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    template = ensure_chat_template(tokenizer, mix.chat_template)
+    shares = mix.shares()
+    parts, infos = [], {}
+    for entry in mix.sources:
+        part, infos[entry["name"]] = _source_part(entry, mix, shares[entry["name"]], tokenizer, raw_dir, tmp / "cache")
+        parts.append(part)
+    mixed = datasets.concatenate_datasets(parts).shuffle(seed=mix.seed)
+    packed = pack_dataset(mixed, seq_length=mix.max_length, strategy="bfd", map_kwargs={"batch_size": mix.pack_batch})
+    packed = packed.rename_column("seq_lengths", "doc_lengths")
+    packed.save_to_disk(str(tmp / PACKED))
+    row_tokens = int(sum(sum(lengths) for lengths in packed["doc_lengths"]))
+    manifest = {"settings": {**asdict(mix)}, "sources": infos, "rows": len(packed), "tokens": row_tokens,
+                "fill": row_tokens / max(len(packed) * mix.max_length, 1), "chat_template": template,
+                "tokenizer": {"name": tokenizer.name_or_path, "fingerprint": tokenizer_fingerprint(tokenizer)}}
+    write_json_atomic(manifest, tmp / MANIFEST)
+    shutil.rmtree(tmp / "cache", ignore_errors=True)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    tmp.rename(out_dir)
+    return manifest
+
+
+def load_packed(data_dir, tokenizer=None, max_length: int | None = None):
+    """The packed rows of a built mix (numpy format) and its manifest; checks the tokenizer and row length if given,
+    and sets the mix's chat template on ``tokenizer`` so the fine-tuned checkpoint saves the one it was trained with."""
+    import datasets
+
+    data_dir = Path(data_dir)
+    if not (data_dir / MANIFEST).is_file():
+        raise FileNotFoundError(f"{data_dir} holds no built training mix (no {MANIFEST}); run the training-data stage")
+    manifest = json.loads((data_dir / MANIFEST).read_text())
+    if max_length is not None and manifest["settings"]["max_length"] != max_length:
+        raise ValueError(f"the training mix was packed to max_length={manifest['settings']['max_length']} but the "
+                         f"fine-tune asks for max_length={max_length}; rebuild the mix or change finetune.max_length")
+    if tokenizer is not None:
+        if tokenizer_fingerprint(tokenizer) != manifest["tokenizer"]["fingerprint"]:
+            raise ValueError(f"the training mix in {data_dir} was tokenised with another tokenizer "
+                             f"({manifest['tokenizer']['name']}); rebuild it with this base model's tokenizer")
+        tokenizer.chat_template = manifest["chat_template"]
+    rows = datasets.load_from_disk(str(data_dir / PACKED)).with_format("numpy")
+    return rows, manifest

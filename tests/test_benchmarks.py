@@ -1,0 +1,270 @@
+"""Benchmark registry: settings, data files and ids, generations files, prompts (chat and plain), code programs and the
+math judge. Nothing here runs lm-eval or executes code (see test_benchmarks_scoring.py)."""
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import char_tokenizer
+from sbd_core.benchmarks import (BENCHMARKS, ID_KEY, PAPER_COLUMNS, THINKING_OFF, THINKING_ON, BenchmarkUnavailable,
+                                 add_special_tokens_for, describe_benchmarks, get_benchmark, read_generations)
+from sbd_core.benchmarks.chat import render_chat
+from sbd_core.benchmarks.lm_eval_hooks import final_answer_text, math_answer, math_verify_results
+from sbd_core.tasks import get_task
+
+# copies of the real test sets beside the checkout (a folder shared/benchmarks above it); absent on most machines
+SHARED = next((p / "shared" / "benchmarks" for p in Path(__file__).resolve().parents
+               if (p / "shared" / "benchmarks").is_dir()), Path("shared/benchmarks/not-found"))
+needs_data = pytest.mark.skipif(not SHARED.is_dir(), reason="no real benchmark copies (shared/benchmarks) found")
+# a small Llama-3-like template: BOS, one block per message, content trimmed
+CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|start|>{{ m['role'] }}\n{{ m['content'] | trim }}<|end|>\n"
+                 "{% endfor %}{% if add_generation_prompt %}<|start|>assistant\n{% endif %}")
+
+
+@pytest.fixture(scope="module")
+def chat_tok():
+    tok = char_tokenizer()
+    tok.chat_template = CHAT_TEMPLATE
+    return tok
+
+
+def humaneval_rows(n=None):
+    with gzip.open(SHARED / "humaneval_test.jsonl.gz", "rt") as handle:
+        return [json.loads(line) for line in handle][:n]
+
+
+# ------------------------------------------------------------------------------------------------ registry
+def test_registry_is_the_one_list_in_table_1_order():
+    assert PAPER_COLUMNS == ("math500", "aime25", "lcbv6", "gsm8k", "humaneval_plus", "mbpp")
+    assert set(BENCHMARKS) == {"math500", "aime25", "lcbv6", "gsm8k", "humaneval_plus", "mbpp_plus", "math", "code"}
+    assert {b.group for b in BENCHMARKS.values()} == {"reasoning", "chat", "synthetic"}
+    assert get_benchmark("mbpp_plus").paper_column == "mbpp" and get_benchmark("math").paper_column is None
+    with pytest.raises(ValueError, match=r"unknown benchmark 'gsm9k'; registered: \['aime25', 'code'"):
+        get_benchmark("gsm9k")
+
+
+def test_describe_lists_every_benchmark_as_plain_data():
+    table = describe_benchmarks()
+    assert list(table) == list(BENCHMARKS)
+    assert table["lcbv6"]["available"] is False and table["lcbv6"]["reason"]
+    assert table["mbpp_plus"]["defaults"]["max_new_tokens"] == 256 and "parallel" in table["mbpp_plus"]["defaults"]
+    json.dumps(table)
+
+
+def test_importing_the_registry_loads_no_heavy_package():
+    code = ("import sys, sbd_core.benchmarks; "
+            "print([m for m in ('torch', 'lm_eval', 'evalplus', 'datasets', 'transformers') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
+
+
+def test_livecodebench_is_registered_but_unavailable_with_its_reason(tmp_path):
+    lcb = get_benchmark("lcbv6")
+    assert not lcb.available and "loading script" in lcb.reason and lcb.paper_column == "lcbv6"
+    settings = lcb.settings({"max_new_tokens": 100})  # a config entry still validates
+    for call in (lambda: lcb.fetch(settings, tmp_path), lambda: lcb.score([], {}, tmp_path, settings)):
+        with pytest.raises(BenchmarkUnavailable, match="lcbv6.*not available: LiveCodeBench v6"):
+            call()
+
+
+# ------------------------------------------------------------------------------------------------ settings
+@pytest.mark.parametrize("name, tokens, system", [
+    ("math500", 32768, THINKING_ON), ("aime25", 32768, THINKING_ON), ("lcbv6", 32768, THINKING_ON),
+    ("gsm8k", 1024, THINKING_OFF), ("humaneval_plus", 1024, THINKING_OFF), ("mbpp_plus", 256, THINKING_OFF),
+])
+def test_paper_defaults(name, tokens, system):
+    settings = get_benchmark(name).settings()
+    assert (settings.max_new_tokens, settings.system_prompt, settings.chat, settings.limit) == (tokens, system, True,
+                                                                                                 None)
+
+
+def test_settings_overrides_and_stops():
+    gsm = get_benchmark("gsm8k")
+    s = gsm.settings({"max_new_tokens": 64, "limit": 5, "stop_strings": ["\n\n"], "data": "x.jsonl"})
+    assert (s.max_new_tokens, s.limit, s.data) == (64, 5, "x.jsonl") and gsm.generation(s) == (64, ("\n\n",))
+    assert gsm.settings({"data": Path("d/x.jsonl")}).data == "d/x.jsonl"
+    assert "<|eot_id|>" in gsm.generation(gsm.settings())[1]
+    code = get_benchmark("humaneval_plus")
+    chat_stops, plain_stops = (code.generation(code.settings({"chat": c}))[1] for c in (True, False))
+    assert "\n```\n" in chat_stops and "\ndef " not in chat_stops  # chat code may define helpers
+    assert "\ndef " in plain_stops and "\n```\n" not in plain_stops
+    assert code.settings({"parallel": 8, "timeout_s": 60}).timeout_s == 60.0
+    assert get_benchmark("math").generation(get_benchmark("math").settings()) == (96, get_task("math").stop_sequences)
+
+
+@pytest.mark.parametrize("name, mapping, match", [
+    ("gsm8k", {"max_tokens": 5}, r"benchmarks.gsm8k: unknown setting\(s\) \['max_tokens'\]; allowed: \['chat'"),
+    ("gsm8k", {"max_new_tokens": "1k"}, r"benchmarks.gsm8k.max_new_tokens must be an integer >= 1, got '1k'"),
+    ("gsm8k", {"limit": 0}, r"benchmarks.gsm8k.limit must be an integer >= 1, got 0"),
+    ("gsm8k", {"chat": "yes"}, r"benchmarks.gsm8k.chat must be true or false, got 'yes'"),
+    ("gsm8k", {"stop_strings": "\n"}, r"stop_strings must be a list of non-empty strings"),
+    ("gsm8k", {"parallel": 2}, r"unknown setting\(s\) \['parallel'\]"),
+    ("mbpp_plus", {"timeout_s": 0}, r"benchmarks.mbpp_plus.timeout_s must be a number > 0, got 0"),
+    ("math500", {"chat": False, "system_prompt": "x"}, r"system_prompt applies only with chat: true"),
+    ("math", {"chat": True}, r"benchmarks.math.chat must be false"),
+    ("code", {"seed": -1}, r"benchmarks.code.seed must be an integer >= 0"),
+    ("code", {"limit": None}, r"benchmarks.code.limit must be an integer >= 1: it is the number of test problems"),
+    ("gsm8k", ["limit"], r"benchmarks.gsm8k must be a mapping"),
+])
+def test_bad_settings_name_the_key_and_the_fix(name, mapping, match):
+    with pytest.raises(ValueError, match=match):
+        get_benchmark(name).settings(mapping)
+
+
+# ------------------------------------------------------------------------------------------------ data and ids
+@needs_data
+def test_ids_are_task_ids_or_row_indices():
+    gsm = get_benchmark("gsm8k").load(SHARED / "gsm8k_test.jsonl")
+    assert len(gsm) == 1319 and [p[ID_KEY] for p in gsm[:3]] == ["0", "1", "2"] and gsm[-1][ID_KEY] == "1318"
+    mbpp = get_benchmark("mbpp_plus").load(SHARED / "mbppplus_prerelease.jsonl")
+    assert mbpp[0][ID_KEY] == "Mbpp/2" and len({p[ID_KEY] for p in mbpp}) == len(mbpp) == 399
+    assert len(get_benchmark("math500").load(SHARED / "math500_test.jsonl")) == 500
+    assert len(get_benchmark("aime25").load(SHARED / "aime25_test.jsonl")) == 30
+
+
+@needs_data
+def test_fetch_copies_the_local_file_with_limit_and_provenance(tmp_path):
+    bench = get_benchmark("gsm8k")
+    path = bench.fetch(bench.settings({"data": str(SHARED / "gsm8k_test.jsonl"), "limit": 7}), tmp_path)
+    assert path == tmp_path / "gsm8k_test.jsonl"
+    problems = bench.load(path)
+    source = [json.loads(line) for line in (SHARED / "gsm8k_test.jsonl").read_text().splitlines()[:7]]
+    assert problems == [{**row, ID_KEY: str(i)} for i, row in enumerate(source)]
+    record = json.loads(Path(str(path) + ".provenance.json").read_text())
+    assert record["n"] == 7 and record["source"]["revision"] == "e53f048856ff4f594e959d75785d2c2d37b678ee"
+    assert record["settings"]["limit"] == 7 and len(record["sha256"]) == 64
+
+
+def test_offline_download_failure_names_the_data_setting(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    bench = get_benchmark("math500")
+    with pytest.raises(RuntimeError, match=r"could not load HuggingFaceH4/MATH-500@6e4ed1a.*set benchmarks.math500.data"):
+        bench.fetch(bench.settings(), tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
+def test_load_rejects_rows_outside_the_schema(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"question": "q"}) + "\n")
+    with pytest.raises(ValueError, match=r"row 0 lacks field\(s\) \['answer'\]; gsm8k rows need \['question', "
+                                         r"'answer'\].*openai/gsm8k"):
+        get_benchmark("gsm8k").load(bad)
+    dup = tmp_path / "dup.jsonl"
+    row = {k: "" for k in ("task_id", "prompt", "entry_point", "canonical_solution", "base_input", "plus_input",
+                           "atol", "contract")}
+    dup.write_text((json.dumps({**row, "task_id": "HumanEval/1"}) + "\n") * 2)
+    with pytest.raises(ValueError, match="problem ids repeat"):
+        get_benchmark("humaneval_plus").load(dup)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        get_benchmark("gsm8k").load(tmp_path / "missing.jsonl")
+
+
+def test_synthetic_benchmarks_generate_their_problems_and_training_rows(tmp_path):
+    math = get_benchmark("math")
+    problems = math.load(math.fetch(math.settings({"limit": 4, "seed": 3}), tmp_path))
+    task = get_task("math")
+    expected = task.make_problems("test", 4, 3)
+    assert [p["question"] for p in problems] == [p["question"] for p in expected]
+    assert [p[ID_KEY] for p in problems] == [p["task_id"] for p in expected]
+    assert all(p["prompt"] == task.prompt_text(p) == math.prompt(p, None, math.settings()) for p in problems)
+    rows = get_benchmark("code").training_rows("valid", 3, 0)
+    code_task = get_task("code")
+    assert rows == [{"task": "code", "task_id": p["task_id"], "prompt": code_task.prompt_text(p),
+                     "target": code_task.target_text(p)} for p in code_task.make_problems("valid", 3, 0)]
+
+
+def test_read_generations(tmp_path):
+    path = tmp_path / "g.jsonl"
+    path.write_text('{"id": 0, "completion": "a"}\n{"task_id": "HumanEval/1", "completion": "b"}\n'
+                    '{"id": "0", "completion": "a"}\n')
+    assert read_generations(path) == {"0": "a", "HumanEval/1": "b"}
+    path.write_text('{"id": "0", "completion": "a"}\n{"id": "0", "completion": "c"}\n')
+    with pytest.raises(ValueError, match="record 2 repeats id '0' with a different completion"):
+        read_generations(path)
+    path.write_text('{"id": "0", "text": "a"}\n')
+    with pytest.raises(ValueError, match="record 1 needs an 'id' and a string 'completion'"):
+        read_generations(path)
+
+
+# ------------------------------------------------------------------------------------------------ prompts
+def test_chat_and_plain_prompts(chat_tok):
+    bench, problem = get_benchmark("math500"), {"problem": "What is $1+1$?", "answer": "2"}
+    user = "Solve the following math problem. Make sure to put the answer (and only answer) inside \\boxed{}.\n\n" \
+           "What is $1+1$?"
+    assert bench.prompt(problem, None, bench.settings({"chat": False})) == user
+    assert bench.prompt(problem, chat_tok, bench.settings()) == (
+        f"<|begin_of_text|><|start|>system\n{THINKING_ON}<|end|>\n<|start|>user\n{user}<|end|>\n<|start|>assistant\n")
+    no_system = bench.prompt(problem, chat_tok, bench.settings({"system_prompt": None}))
+    assert no_system == render_chat(chat_tok, [{"role": "user", "content": user}]) and "system" not in no_system
+    with pytest.raises(ValueError, match="has no chat template.*'chat: false'"):
+        bench.prompt(problem, char_tokenizer(), bench.settings())
+
+
+def test_special_tokens_are_added_only_without_a_leading_bos(chat_tok):
+    assert add_special_tokens_for("Question: 1+1", chat_tok)
+    assert not add_special_tokens_for(render_chat(chat_tok, [{"role": "user", "content": "hi"}]), chat_tok)
+
+
+@needs_data
+def test_code_prompt_is_evalplus_instruction_prompt(chat_tok):
+    from evalplus.provider.utility import make_raw_chat_prompt
+
+    from sbd_core.benchmarks.code import INSTRUCTION_PREFIX, RESPONSE_PREFIX
+
+    bench, problem = get_benchmark("humaneval_plus"), humaneval_rows(1)[0]
+    task_prompt = problem["prompt"].strip() + "\n"
+    evalplus = make_raw_chat_prompt(task_prompt, INSTRUCTION_PREFIX, RESPONSE_PREFIX, chat_tok)
+    assert bench.prompt(problem, chat_tok, bench.settings({"system_prompt": None})) == evalplus
+    assert evalplus.endswith("```python\n") and "def has_close_elements" in evalplus
+    with_system = bench.prompt(problem, chat_tok, bench.settings())
+    assert with_system.startswith(f"<|begin_of_text|><|start|>system\n{THINKING_OFF}<|end|>\n")
+    assert with_system.endswith(evalplus[len("<|begin_of_text|>"):])
+    assert bench.prompt(problem, None, bench.settings({"chat": False})) == task_prompt
+
+
+@needs_data
+def test_code_program_is_the_sanitized_solution():
+    bench, problem = get_benchmark("humaneval_plus"), humaneval_rows(3)[2]  # truncate_number
+    body = problem["canonical_solution"]
+    chat = (f"def helper():\n    return 0\n\ndef {problem['entry_point']}(number: float) -> float:\n{body}```\n\n"
+            "This works because the fractional part is what remains.")
+    program = bench.program(problem, chat, bench.settings())
+    assert f"def {problem['entry_point']}(" in program and "This works" not in program
+    compile(program, "program", "exec")
+    plain = bench.program(problem, body + "\nprint('noise')\n", bench.settings({"chat": False}))
+    assert plain.startswith(problem["prompt"].strip()[:20]) and "print('noise')" not in plain
+    synthetic = get_benchmark("code")
+    task_problem = get_task("code").make_problems("test", 1, 0)[0]
+    assert synthetic.program(task_problem, "    return 1\n", synthetic.settings()) == task_problem["prompt"] + \
+        "    return 1\n"
+
+
+# ------------------------------------------------------------------------------------------------ math judge
+def test_final_answer_text():
+    assert final_answer_text("<think>a \\boxed{1}</think>\nSo \\boxed{2}") == "\nSo \\boxed{2}"
+    assert final_answer_text("<think>still thinking \\boxed{1}") == ""
+    assert final_answer_text("plain \\boxed{3}") == "plain \\boxed{3}"
+
+
+@pytest.mark.parametrize("gold, response, ok", [
+    ("\\frac{14}{3}", "so the answer is \\boxed{\\dfrac{14}{3}}.", True),
+    ("\\left( 3, \\frac{\\pi}{2} \\right)", "Hence $\\boxed{(3, \\frac{\\pi}{2})}$.", True),
+    ("10\\%", "The rate is \\boxed{10\\%}.", True),
+    ("5", "The answer is \\boxed{5.0}", True),
+    ("10\\%", "The rate is \\boxed{11\\%}.", False),
+    ("70", "<think>\\boxed{70}</think> I conclude \\boxed{71}", False),
+    ("70", "<think>I think \\boxed{70} but", False),
+    ("70", "", False),
+])
+def test_math_verify_judge(gold, response, ok):
+    assert math_verify_results({"answer": gold}, [response]) == {"math_verify": int(ok)}
+
+
+def test_math_answer_reports_what_was_read():
+    assert math_answer("<think>x</think> so \\boxed{\\frac{1}{2}}") == "\\frac{1}{2}"
+    assert math_answer("no answer here") is None
