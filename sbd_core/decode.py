@@ -1,4 +1,4 @@
-"""Block decoder with an exact KV cache (SBD_SPEC §2.1-2.4) and an NTP decoder on the same machinery.
+"""Block decoder with an exact KV cache (the paper's inference procedure) and an NTP decoder on the same machinery.
 
 SBD mode, per batch of left-padded prompts:
   1. prefill the prompts causally;
@@ -14,7 +14,7 @@ Tokens never written (both modes, every solver; :func:`never_generated_ids`): th
 its own. Their logits are set to -inf before the solver sees them (:func:`sbd_core.solvers.exclude_tokens`), so the
 solver's entropies and confidences are those of the distribution renormalised over the other tokens.
 
-Stopping (our reading of the EB paper's generate-until, SBD_SPEC §2.4): a row stops once the EOS token, the end of a stop
+Stopping (our reading of the EB paper's generate-until): a row stops once the EOS token, the end of a stop
 string, or ``max_new_tokens`` lies inside the revealed prefix of its generation (every earlier position revealed). Masks
 after that point need not be resolved. NFE per row = forwards after prefill in which the row still had masked positions,
 up to and including the forward that met the stop condition; rows of a batch move block by block together, and a row that

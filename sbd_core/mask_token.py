@@ -1,6 +1,6 @@
 """Choosing, recording and finding the SBD mask token.
 
-The paper only says "a special mask token m" (SBD_SPEC §1.4). Our reading, in order of preference:
+The paper only says "a special mask token m". Our reading, in order of preference:
 1. the tokenizer's own ``mask_token`` if it defines one;
 2. an unused reserved special token (Llama-3.1: ``<|reserved_special_token_0|>`` and up; the lowest-numbered one that
    exists is taken), so no embedding row changes meaning and nothing is resized;

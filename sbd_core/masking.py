@@ -2,10 +2,10 @@
 
 A training row of ``N + 1`` tokens becomes a model input of length ``2N``: the clean sequence ``x[:-1]`` followed by a noised
 copy in which each token is replaced by the mask token with probability ``eta ~ U(0, 1)`` (one rate per row, i.i.d. per
-token; SBD_SPEC §1.2). Both halves share position ids. Labels are the shifted next tokens on the clean half (NTP) and the
+token, as in the paper). Both halves share position ids. Labels are the shifted next tokens on the clean half (NTP) and the
 unshifted clean tokens at masked positions of the noised half (MATP); every other label is ``IGNORE_INDEX``.
 
-Attention (SBD_SPEC §1.3), with ``n = N`` and noised position ``j`` in block ``j // k``:
+Attention (the paper's mask), with ``n = N`` and noised position ``j`` in block ``j // k``:
   clean -> clean   causal;
   noised -> clean  only clean tokens of strictly earlier blocks;
   noised -> noised bidirectional inside the same block;
@@ -15,11 +15,17 @@ Packing: ``doc_ids`` (one id per token, ``-1`` = padding) restricts every quadra
 packed documents never see each other. Blocks keep tiling the row from position 0; a block that straddles a document
 boundary is then, for the later document, a shorter block starting at an arbitrary offset, which is also what inference
 sees (prompts of any length), so no special alignment is needed. Position ids restart at 0 for each document.
+
+Dropping empty blocks (``drop_empty_blocks=True``, exact): a noised token is only ever attended to by noised tokens of its
+own block and document, so a (block, document) segment of the noised half that holds no MATP target influences no loss
+term. Such segments are left out: the layout becomes ``[clean N | kept noised tokens M]`` with ``M <= N``, each kept
+noised token carrying the clean-half index it copies (``noised_index``), hence its position, document and block. Loss and
+gradients equal the full layout's; the step gets cheaper when the loss skips prompts or a block drew no mask.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -35,7 +41,9 @@ class SBDBatch:
     labels: torch.Tensor  # same shape, IGNORE_INDEX where no loss
     doc_ids: torch.Tensor  # [B, N] document id of each original position, -1 = padding
     block_size: int  # k (0 for the ntp objective)
-    objective: str  # "sbd" or "ntp"
+    objective: str  # layout: "sbd" or "ntp"
+    noised_index: torch.Tensor | None = None  # [B, L - N] clean-half index of each noised token (-1 = padding); None:
+    # the full layout, noised token j copies clean token j
 
     @property
     def half(self) -> int:
@@ -75,12 +83,16 @@ def build_batch(
     doc_ids: torch.Tensor | None = None,
     loss_mask: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
+    matp_loss_mask: torch.Tensor | None = None,
+    drop_empty_blocks: bool = False,
 ) -> SBDBatch:
     """Build one training batch from token rows ``sequence`` [B, N+1].
 
-    ``objective`` is ``"sbd"`` (doubled layout) or ``"ntp"`` (plain causal LM on the same code path). ``doc_ids``
+    ``objective`` is the layout: ``"sbd"`` (doubled) or ``"ntp"`` (plain causal LM on the same code path). ``doc_ids``
     [B, N+1] marks packed documents (``-1`` = padding); ``loss_mask`` [B, N+1] marks tokens that may be targets (e.g. to
-    exclude prompts). ``generator`` drives the masking-rate and token-mask draws.
+    exclude prompts); ``matp_loss_mask`` (default: ``loss_mask``) does the same for MATP targets alone. ``generator``
+    drives the masking-rate and token-mask draws. ``drop_empty_blocks`` leaves out noised segments without a MATP target
+    (:func:`drop_empty_segments`, exact); the draws are the same either way.
     """
     if sequence.dim() != 2 or sequence.shape[1] < 2:
         raise ValueError(f"sequence must be [batch, N+1] with N >= 1, got shape {tuple(sequence.shape)}")
@@ -99,8 +111,9 @@ def build_batch(
         raise ValueError(f"block_size must be >= 1 for the sbd objective, got {block_size}")
     if mask_token_id is None:
         raise ValueError("the sbd objective needs mask_token_id")
-    noised, matp_labels = noise_copy(clean, clean_docs, mask_token_id, generator, loss_mask)
-    return SBDBatch(
+    matp_mask = loss_mask if matp_loss_mask is None else matp_loss_mask
+    noised, matp_labels = noise_copy(clean, clean_docs, mask_token_id, generator, matp_mask)
+    batch = SBDBatch(
         input_ids=torch.cat([clean, noised], dim=1),
         position_ids=torch.cat([positions, positions], dim=1),
         labels=torch.cat([labels, matp_labels], dim=1),
@@ -108,6 +121,7 @@ def build_batch(
         block_size=block_size,
         objective="sbd",
     )
+    return drop_empty_segments(batch) if drop_empty_blocks else batch
 
 
 def noise_copy(clean, clean_docs, mask_token_id, generator=None, loss_mask=None):
@@ -120,31 +134,74 @@ def noise_copy(clean, clean_docs, mask_token_id, generator=None, loss_mask=None)
     return noised, clean.masked_fill(~target, IGNORE_INDEX)
 
 
-def sbd_allowed(q: torch.Tensor, kv: torch.Tensor, half: int, block_size: int) -> torch.Tensor:
-    """Which (query, key) pairs of the doubled sequence may attend; index tensors broadcast. Documents not handled here."""
-    q_noised, kv_noised = q >= half, kv >= half
-    q_pos = torch.where(q_noised, q - half, q)
-    kv_pos = torch.where(kv_noised, kv - half, kv)
-    clean_clean = ~q_noised & ~kv_noised & (kv_pos <= q_pos)
-    same_block = (q_pos // block_size) == (kv_pos // block_size)
+def kept_noised_index(matp_labels: torch.Tensor, clean_docs: torch.Tensor, block_size: int) -> torch.Tensor:
+    """Clean-half indices [B, M] of the noised tokens whose (block, document) segment holds a MATP target, in order.
+
+    Rows with fewer kept tokens than the widest row are filled with -1; M is 0 when no row has a target.
+    """
+    n = clean_docs.shape[1]
+    idx = torch.arange(n, device=clean_docs.device).expand_as(clean_docs)
+    starts = idx % block_size == 0
+    starts[:, 1:] |= clean_docs[:, 1:] != clean_docs[:, :-1]
+    segment = starts.long().cumsum(1) - 1
+    targets = torch.zeros_like(segment).scatter_add_(1, segment, (matp_labels != IGNORE_INDEX).long())
+    keep = (targets.gather(1, segment) > 0) & (clean_docs >= 0)
+    width = int(keep.sum(1).max())
+    order = torch.sort((~keep).to(torch.uint8), dim=1, stable=True).indices[:, :width]  # kept first, in order
+    return order.masked_fill(~keep.gather(1, order), -1)
+
+
+def gather_noised(values: torch.Tensor, index: torch.Tensor, fill: int) -> torch.Tensor:
+    """``values`` [B, N] taken at ``index`` [B, M]; ``fill`` where the index is -1 (padding)."""
+    return values.gather(1, index.clamp(min=0)).masked_fill(index < 0, fill)
+
+
+def drop_empty_segments(batch: SBDBatch) -> SBDBatch:
+    """``batch`` (the full sbd layout) without the noised segments that hold no MATP target: same loss and gradients.
+
+    Noised padding gets input id 0 and position 0 (nothing but itself attends to it)."""
+    if batch.objective != "sbd" or batch.noised_index is not None:
+        raise ValueError("drop_empty_segments needs a full sbd layout (objective 'sbd', noised_index None)")
+    n = batch.half
+    index = kept_noised_index(batch.labels[:, n:], batch.doc_ids, batch.block_size)
+    kept = {name: torch.cat([value[:, :n], gather_noised(value[:, n:], index, fill)], dim=1)
+            for name, value, fill in (("input_ids", batch.input_ids, 0), ("position_ids", batch.position_ids, 0),
+                                      ("labels", batch.labels, IGNORE_INDEX))}
+    return replace(batch, **kept, noised_index=index)
+
+
+def layout_sources(batch: SBDBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per token of the sbd layout: the clean-half index it stands for and its document ([B, L] each; -1 = padding)."""
+    docs = batch.doc_ids
+    clean_index = torch.arange(batch.half, device=docs.device).expand_as(docs)
+    index = batch.noised_index if batch.noised_index is not None else clean_index
+    sources = torch.cat([clean_index, index], dim=1)
+    return sources, torch.cat([docs, gather_noised(docs, index, -1)], dim=1)
+
+
+def sbd_allowed(q_noised, q_src, kv_noised, kv_src, block_size: int) -> torch.Tensor:
+    """Which (query, key) pairs of the sbd layout may attend, from each token's half and clean-half index (broadcast).
+
+    Documents are not handled here."""
+    clean_clean = ~q_noised & ~kv_noised & (kv_src <= q_src)
+    same_block = (q_src // block_size) == (kv_src // block_size)
     noised_noised = q_noised & kv_noised & same_block
-    noised_clean = q_noised & ~kv_noised & ((q_pos // block_size) > (kv_pos // block_size))
+    noised_clean = q_noised & ~kv_noised & ((q_src // block_size) > (kv_src // block_size))
     return clean_clean | noised_noised | noised_clean
 
 
 def dense_mask(batch: SBDBatch) -> torch.Tensor:
     """Boolean attention mask [B, 1, L, L] (True = may attend) for SDPA; see :func:`additive_mask` for eager."""
     n, device = batch.half, batch.doc_ids.device
-    docs = batch.doc_ids
     if batch.objective == "ntp":
         idx = torch.arange(n, device=device)
-        allowed = (idx[None, :] <= idx[:, None])[None]
+        allowed, docs = (idx[None, :] <= idx[:, None])[None], batch.doc_ids
     else:
-        idx = torch.arange(2 * n, device=device)
-        allowed = sbd_allowed(idx[:, None], idx[None, :], n, batch.block_size)[None]
-        docs = torch.cat([docs, docs], dim=1)
-    same_doc = docs[:, :, None] == docs[:, None, :]
-    allowed = allowed & same_doc
+        sources, docs = layout_sources(batch)
+        noised = torch.arange(sources.shape[1], device=device) >= n
+        allowed = sbd_allowed(noised[None, :, None], sources[:, :, None], noised[None, None, :], sources[:, None, :],
+                              batch.block_size)
+    allowed = allowed & (docs[:, :, None] == docs[:, None, :])
     eye = torch.eye(allowed.shape[-1], dtype=torch.bool, device=device)[None]
     return (allowed | eye)[:, None]  # every query keeps itself: no fully masked row (padding)
 
@@ -155,18 +212,21 @@ def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def flex_block_mask(batch: SBDBatch):
-    """FlexAttention ``BlockMask`` with the same semantics as :func:`dense_mask`, block-sparse (no dense 2N x 2N tensor)."""
+    """FlexAttention ``BlockMask`` with the same semantics as :func:`dense_mask`, block-sparse (no dense L x L tensor)."""
     from torch.nn.attention.flex_attention import create_block_mask
 
     n, k, objective = batch.half, batch.block_size, batch.objective
-    docs = batch.doc_ids if objective == "ntp" else torch.cat([batch.doc_ids, batch.doc_ids], dim=1)
+    if objective == "ntp":
+        docs = batch.doc_ids
+    else:
+        sources, docs = layout_sources(batch)
     length = docs.shape[1]
 
     def mask_mod(b, h, q_idx, kv_idx):
         if objective == "ntp":
             allowed = kv_idx <= q_idx
         else:
-            allowed = sbd_allowed(q_idx, kv_idx, n, k)
+            allowed = sbd_allowed(q_idx >= n, sources[b, q_idx], kv_idx >= n, sources[b, kv_idx], k)
         return (allowed & (docs[b, q_idx] == docs[b, kv_idx])) | (q_idx == kv_idx)
 
     # compiled, the mask is built block by block; uncompiled, torch materialises every (query, key) pair, which at the

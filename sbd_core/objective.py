@@ -1,8 +1,22 @@
-"""The SBD and NTP training losses on any Hugging Face causal LM (SBD_SPEC §1.5).
+"""The training losses on any Hugging Face causal LM: NTP, SBD and the paper's ablation SBD without NTP gradient.
 
 One forward over the batch layout of :mod:`sbd_core.masking`; one pooled mean cross-entropy over all NTP and MATP labels
 (the paper passes a single label tensor, so both terms have equal per-token weight and no extra hyper-parameter). The two
 parts are also returned separately for logging.
+
+Objectives (:data:`OBJECTIVES` maps each to its batch layout):
+  ``ntp``              plain next-token prediction;
+  ``sbd``              the paper's loss, NTP + MATP pooled;
+  ``sbd_no_ntp_grad``  the paper's ablation "SBD without gradients on the NTP term" (its Table 2): the same layout and
+                       the same loss value as ``sbd`` (so the logged curves compare), but the NTP term is detached. This is
+                       the faithful reading: only the NTP *loss term* stops sending gradient; the clean half's activations
+                       are not detached, so the clean tokens keep learning as the context the noised blocks attend to,
+                       exactly as in one forward over the paper's doubled sequence. What the model loses is the direct
+                       training signal of next-token prediction.
+
+``matp_loss_weight`` ``w`` (default 1, the paper) scales each MATP label's cross-entropy inside the pooled mean:
+``(sum CE_ntp + w * sum CE_matp) / (n_ntp + n_matp)`` (the denominator stays the label count, so a training loop may keep
+turning the mean into a sum by multiplying with the count). A departure from the paper when not 1.
 """
 
 from __future__ import annotations
@@ -13,6 +27,8 @@ import torch
 import torch.nn.functional as F
 
 from .masking import IGNORE_INDEX, SBDBatch, backend_mask, dense_mask, flex_block_mask
+
+OBJECTIVES = {"ntp": "ntp", "sbd": "sbd", "sbd_no_ntp_grad": "sbd"}  # objective -> batch layout
 
 
 @dataclass
@@ -33,8 +49,14 @@ def attention_mask_for(model, batch: SBDBatch):
     return backend_mask(model, dense_mask(batch))
 
 
-def compute_loss(model, batch: SBDBatch) -> LossOutput:
-    """Forward ``batch`` through ``model`` and return the pooled cross-entropy with its NTP and MATP parts."""
+def compute_loss(model, batch: SBDBatch, ntp_gradient: bool = True, matp_loss_weight: float = 1.0) -> LossOutput:
+    """Forward ``batch`` through ``model`` and return the pooled cross-entropy with its NTP and MATP parts.
+
+    ``ntp_gradient=False`` detaches the NTP term (objective ``sbd_no_ntp_grad``); ``matp_loss_weight`` scales each MATP
+    label's cross-entropy (module docstring). With the defaults this is the paper's loss. The logged parts are unweighted.
+    """
+    if matp_loss_weight <= 0:
+        raise ValueError(f"matp_loss_weight must be > 0, got {matp_loss_weight}")
     out = model(
         input_ids=batch.input_ids,
         position_ids=batch.position_ids,
@@ -48,7 +70,8 @@ def compute_loss(model, batch: SBDBatch) -> LossOutput:
     n = batch.half
     ntp_sum, matp_sum = ce[:, :n].sum(), ce[:, n:].sum()
     n_ntp, n_matp = int(valid[:, :n].sum()), int(valid[:, n:].sum())
-    loss = (ntp_sum + matp_sum) / max(n_ntp + n_matp, 1)
+    ntp_term = ntp_sum if ntp_gradient else ntp_sum.detach()
+    loss = (ntp_term + matp_loss_weight * matp_sum) / max(n_ntp + n_matp, 1)
     return LossOutput(
         loss=loss,
         ntp_loss=(ntp_sum.item() / n_ntp) if n_ntp else float("nan"),

@@ -29,18 +29,22 @@ from pathlib import Path
 import torch
 
 from . import distributed
-from .masking import IGNORE_INDEX, SBDBatch, build_batch
-from .objective import compute_loss
+from .masking import IGNORE_INDEX, SBDBatch, build_batch, drop_empty_segments
+from .objective import OBJECTIVES, compute_loss
 
 log = logging.getLogger("sbd_core")
 ATTENTION = ("auto", "flex", "sdpa", "eager")
+# The paper's values of the settings a recipe may depart from (loss_on_prompt: the paper does not say; every token is
+# a target, as in its pretraining-style data).
+PAPER_RECIPE = {"loss_on_prompt": True, "matp_on_prompt": True, "matp_loss_weight": 1.0, "block_size_min": 2,
+                "block_size_max": 16}
 
 
 @dataclass
 class TrainConfig:
     """Fine-tuning settings; identical for both arms except ``objective``."""
 
-    objective: str = "sbd"  # "sbd" or "ntp"
+    objective: str = "sbd"  # "ntp", "sbd" or "sbd_no_ntp_grad" (sbd_core.objective)
     max_steps: int = 100
     batch_size: int = 16  # rows per micro-batch and process
     grad_accum: int = 1  # micro-batches per step (ignored when tokens_per_step is set)
@@ -65,10 +69,16 @@ class TrainConfig:
     attention: str = "auto"  # auto (flex on GPU, sdpa on CPU) | flex | sdpa | eager
     activation_checkpointing: bool = False
     save_total_limit: int = 2
+    # Objective options; the defaults are the paper's recipe, anything else is a departure (see departures()).
+    matp_on_prompt: bool = True  # MATP targets may be prompt tokens (False: answers only; NTP follows loss_on_prompt)
+    matp_loss_weight: float = 1.0  # scales each MATP label's cross-entropy in the pooled mean (sbd_core.objective)
+    drop_empty_blocks: bool = True  # exact speed-up: leave out noised blocks without a MATP target (sbd_core.masking)
 
     def __post_init__(self):
-        if self.objective not in ("sbd", "ntp"):
-            raise ValueError(f"objective must be 'sbd' or 'ntp', got {self.objective!r}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {sorted(OBJECTIVES)}, got {self.objective!r}")
+        if not self.matp_loss_weight > 0:
+            raise ValueError(f"matp_loss_weight must be > 0 (1 = the paper), got {self.matp_loss_weight}")
         if not 1 <= self.block_size_min <= self.block_size_max:
             raise ValueError(f"need 1 <= block_size_min <= block_size_max, got {self.block_size_min}, {self.block_size_max}")
         for name in ("max_steps", "batch_size", "grad_accum", "max_length", "save_steps", "logging_steps",
@@ -79,6 +89,11 @@ class TrainConfig:
             raise ValueError(f"attention must be one of {ATTENTION}, got {self.attention!r}")
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+
+    def departures(self) -> dict:
+        """The settings of this arm that depart from the paper's recipe (:data:`PAPER_RECIPE`), e.g. for the report."""
+        relevant = PAPER_RECIPE if OBJECTIVES[self.objective] == "sbd" else {"loss_on_prompt": True}
+        return {key: getattr(self, key) for key, paper in relevant.items() if getattr(self, key) != paper}
 
 
 def tokenize_examples(tokenizer, pairs, max_length: int) -> list[dict]:
@@ -155,22 +170,25 @@ def _seeded(*parts: int) -> torch.Generator:
 
 def block_size_for_step(config: TrainConfig, step: int) -> int:
     """k for this optimizer step (0 for ntp): one draw from (seed, step), shared by every micro-batch and process."""
-    if config.objective == "ntp":
+    if OBJECTIVES[config.objective] == "ntp":
         return 0
     return int(torch.randint(config.block_size_min, config.block_size_max + 1, (1,), generator=_seeded(config.seed, step)))
 
 
 def layout(inputs: dict, positions: list[int], config: TrainConfig, mask_token_id: int | None, step: int) -> SBDBatch:
     """The SBD (or NTP) batch of collated ``inputs``; row i's noise comes from (seed, step, positions[i])."""
-    k = block_size_for_step(config, step)
+    k, kind = block_size_for_step(config, step), OBJECTIVES[config.objective]
     parts = []
     for i, position in enumerate(positions):
-        loss_mask = None if config.loss_on_prompt else inputs["target"][i : i + 1]
-        parts.append(build_batch(inputs["sequence"][i : i + 1], config.objective, mask_token_id, k,
+        target = inputs["target"][i : i + 1]
+        loss_mask = None if config.loss_on_prompt else target
+        parts.append(build_batch(inputs["sequence"][i : i + 1], kind, mask_token_id, k,
                                  doc_ids=inputs["doc_ids"][i : i + 1], loss_mask=loss_mask,
-                                 generator=_seeded(config.seed, step, position)))
+                                 generator=_seeded(config.seed, step, position),
+                                 matp_loss_mask=loss_mask if config.matp_on_prompt else target))
     cat = {name: torch.cat([getattr(p, name) for p in parts]) for name in ("input_ids", "position_ids", "labels", "doc_ids")}
-    return SBDBatch(**cat, block_size=k, objective=config.objective)
+    batch = SBDBatch(**cat, block_size=k, objective=kind)
+    return drop_empty_segments(batch) if kind == "sbd" and config.drop_empty_blocks else batch
 
 
 class BatchSource:
@@ -259,7 +277,8 @@ def train_step(model, optimizer, scheduler, batches: list[SBDBatch], config: Tra
     sums = torch.zeros(5, dtype=torch.float64)
     for batch in batches:
         with distributed.autocast(runtime, config.bf16):
-            out = compute_loss(model, batch.to(runtime.device))
+            out = compute_loss(model, batch.to(runtime.device), ntp_gradient=config.objective != "sbd_no_ntp_grad",
+                               matp_loss_weight=config.matp_loss_weight)
         (out.loss * ((out.n_ntp + out.n_matp) * scale)).backward()
         parts = [out.ntp_loss * out.n_ntp if out.n_ntp else 0.0, out.n_ntp,
                  out.matp_loss * out.n_matp if out.n_matp else 0.0, out.n_matp, int((batch.doc_ids >= 0).sum())]
@@ -340,7 +359,7 @@ def train(model, tokenizer, rows, config: TrainConfig, checkpoint_dir: Path, log
     runtime = runtime or distributed.init_runtime(str(next(model.parameters()).device))
     checkpoint_dir, log_path = Path(checkpoint_dir), Path(log_path)
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    mask_id = mask_token_id(model) if config.objective == "sbd" else None
+    mask_id = mask_token_id(model) if OBJECTIVES[config.objective] == "sbd" else None
     source = BatchSource(rows, config, runtime, tokenizer.pad_token_id or 0, mask_id)
     model = prepare_model(model, config, runtime)
     optimizer, scheduler = build_optimizer(model, config)

@@ -64,17 +64,8 @@ def test_code_whole_splits_disjoint():
 
 def _expected_answer(problem):
     """Recompute the answer from the numbers in the question (independent of the generator)."""
-    nums = [int(x) for x in re.findall(r"\d+", problem["question"])]
-    kind = problem["_kind"]
-    if kind == "add":
-        return nums[0] + nums[1]
-    if kind == "sub":
-        return nums[0] - nums[1]
-    if kind == "mul":
-        return nums[0] * nums[1]
-    if kind == "add_sub":
-        return nums[0] + nums[1] - nums[2]
-    return nums[0] * nums[1] + nums[2]  # mul_add
+    a, b = (int(x) for x in re.findall(r"\d+", problem["question"]))
+    return a + b if problem["_kind"] == "add" else a - b
 
 
 def test_math_answers_and_steps(problems):
@@ -84,17 +75,34 @@ def test_math_answers_and_steps(problems):
         assert p["answer"] == str(_expected_answer(p)) and int(p["answer"]) >= 0
         assert p["solution"].endswith(f"\n#### {p['answer']}")
         assert math_task.extract_answer(p["solution"]) == p["answer"]
-        for lhs, rhs in re.findall(r"(\d+(?:[-+*]\d+)+)=(\d+)", p["solution"]):
+        for lhs, rhs in re.findall(r"(\d+(?:[-+]\d+)+)=(\d+)", p["solution"]):
             assert eval(lhs) == int(rhs), (lhs, rhs, p["solution"])  # every digit step is true
-        for x, op, y, res in re.findall(r"(\d+)([-+*])(\d+): [^.]*\. So (\d+)\.", p["solution"]):
+        for x, op, y, res in re.findall(r"(\d+)([-+])(\d+): [^.]*\. So (\d+)\.", p["solution"]):
             assert eval(f"{x}{op}{y}") == int(res)
-    assert kinds == {"add", "sub", "mul", "add_sub", "mul_add"}
+        a, op, b = p["_ops"][0]
+        assert 10 <= a <= 99 and 10 <= b <= 99 and p["_kind"] == {"+": "add", "-": "sub"}[op]
+    assert kinds == {"add", "sub"}
+
+
+def test_math_problems_alternate_kinds_and_carry_often(problems):
+    train = problems[("math", "train")]
+    assert [p["_kind"] for p in train[:2]] in (["add", "sub"], ["sub", "add"])
+    assert sum(p["_kind"] == "add" for p in train) == len(train) // 2
+    carries = sum("+1=" in p["solution"] for p in train if p["_kind"] == "add")
+    borrows = sum("-1-" in p["solution"] for p in train if p["_kind"] == "sub")
+    assert carries > 0.3 * len(train) / 2 and borrows > 0.3 * len(train) / 2  # the computed tokens are not rare
+
+
+def test_math_capacity_covers_every_computation_once():
+    sizes = {split: math_task.capacity(split) for split in math_task.SPLITS}
+    assert sum(sizes.values()) == 90 * 90 + 90 * 91 // 2  # every a + b, every a - b with a >= b
+    test = math_task.make_problems("test", sizes["test"], seed=0)
+    assert len({repr(p["_ops"]) for p in test}) == sizes["test"]
 
 
 def test_math_format_and_examples():
     assert math_task.add_steps(47, 38) == "47+38: 7+8=15, 4+3+1=8. So 85."
     assert math_task.sub_steps(305, 47) == "305-47: 15-7=8, 10-1-4=5, 3-1-0=2. So 258."
-    assert math_task.mul_steps(36, 4) == "36*4: 6*4=24, 3*4+2=14. So 144."
     p = math_task.make_problems("test", 1, seed=0)[0]
     assert p["task_id"] == "math/0"
     assert math_task.prompt_text(p) == f"Question: {p['question']}\nAnswer:"
@@ -189,14 +197,14 @@ def test_registry_and_training_texts():
     lambda: math_task.make_problems("dev", 3, 0),
     lambda: math_task.make_problems("train", -1, 0),
     lambda: math_task.make_problems("train", 2.5, 0),
-    lambda: math_task.make_problems("train", math_task.MAX_PROBLEMS + 1, 0),
+    lambda: math_task.make_problems("test", math_task.capacity("test") + 1, 0),
+    lambda: math_task.capacity("dev"),
     lambda: code_task.make_problems("test", code_task.capacity("test") + 1, 0),
     lambda: code_task.make_problems("test", True, 0),
     lambda: code_task.capacity("dev"),
     lambda: code_task.build_problem("nope", {}),
     lambda: code_task.build_problem("times_plus", {"a": 2}),
     lambda: math_task.sub_steps(3, 5),
-    lambda: math_task.mul_steps(12, 12),
     lambda: build_tokenizer([]),
     lambda: build_tokenizer("some text"),
     lambda: build_tokenizer(["ok", 3]),

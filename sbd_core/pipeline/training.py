@@ -162,7 +162,7 @@ def run_finetune(base_dir: Path, data_dir: Path, objective: str, spec: dict, out
     allow_resize = spec.pop("allow_resize", False)
     config = train_config(objective, spec)  # named errors before any process starts
     settings = {"objective": objective, "finetune": spec, "allow_resize": allow_resize, "base": str(base_dir),
-                "data": str(data_dir)}
+                "data": str(data_dir), "departures": config.departures()}  # departures are read by the report
     checkpoint_dir = Path(checkpoint_dir)
     fresh_checkpoints(checkpoint_dir, settings, [Path(base_dir) / "provenance.json", Path(data_dir) / MANIFEST])
     request = {"base": str(base_dir), "data": str(data_dir), "objective": objective, "train": spec,

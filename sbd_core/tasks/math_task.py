@@ -1,14 +1,19 @@
 """Synthetic GSM8K-style math word problems with short worked digit steps.
 
-Each problem is one or two operations (addition/subtraction of 2-3 digit numbers, multiplication of a
-2-digit number by a single digit). The solution works column by column, e.g.
+Each problem is one addition or one subtraction of two 2-digit numbers, worked column by column, e.g.
 
     question: "Ann has 47 pens and buys 38 more. How many pens now?"
-    solution: "47+38: 7+8=15, 4+3+1=8. So 85.\\n#### 85"
+    solution: "47+38: 7+8=15, 4+3+1=8. So 85.\n#### 85"
 
-Template tokens ("So", ":", "=") are predictable; column sums, carries ("+1") and borrows ("-1", "13-7")
-depend on earlier tokens. Generation is deterministic from a seed (``random.Random``), and the split of a
-problem is a stable hash of its arithmetic content, so train/valid/test never share a computation.
+Template tokens ("So", ":", "=") are predictable and operand digits are copied, but column sums, carries ("+1"),
+borrows ("-1", "13-7") and the final answer must be computed from earlier tokens. The task is deliberately this small:
+it is what a model of the embedded default learns to near-perfect NTP accuracy in minutes on a CPU, so that the masked
+(MATP) mode, not the task, is what the SBD arms are compared on. (Multiplication and two-step problems were dropped
+after measurement: with them the NTP arm reached only ~80% and the SBD arm ~20% under parallel decoding.)
+
+Every computation ``(a, op, b)`` belongs to one split by a stable hash, so train/valid/test never share a computation;
+``make_problems`` alternates addition and subtraction and draws each split's computations without repetition.
+Generation is deterministic from a seed (``random.Random``).
 
 Records: ``task_id`` ("math/<i>"), ``question``, ``solution``, ``answer`` (string of the integer), plus
 hidden fields ``_kind`` and ``_ops`` (list of ``[x, op, y]``) for checking.
@@ -16,21 +21,20 @@ hidden fields ``_kind`` and ``_ops`` (list of ``[x, op, y]``) for checking.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import re
 
 SPLITS = ("train", "valid", "test")
-MAX_PROBLEMS = 50_000
 _SPLIT_SALT = "sbd-math-v1"
 _ANSWER_RE = re.compile(r"#### (-?\d+)")
+_OPERANDS = range(10, 100)
 
 _NAMES = ("Ann", "Ben", "Cal", "Dee", "Eve", "Fay", "Gus", "Hal", "Ivy", "Jon", "Kim", "Lea")
 _ITEMS = ("pens", "cards", "shells", "coins", "books", "apples", "stamps", "beads", "rocks", "cups")
 _GAIN = ("buys", "finds", "gets")
 _LOSE = ("gives away", "loses", "sells")
-_KINDS = ("add", "sub", "mul", "add_sub", "mul_add")
-_KIND_WEIGHTS = (3, 3, 2, 1, 1)
 
 
 def split_of(key: str) -> str:
@@ -69,90 +73,66 @@ def sub_steps(a: int, b: int) -> str:
     return f"{a}-{b}: {', '.join(parts)}. So {a - b}."
 
 
-def mul_steps(a: int, d: int) -> str:
-    """Multiplication by one digit, e.g. ``mul_steps(36, 4) == "36*4: 6*4=24, 3*4+2=14. So 144."``."""
-    if not 0 <= d <= 9:
-        raise ValueError(f"mul_steps needs a single-digit multiplier, got {d}")
-    carry, parts = 0, []
-    for x in _digits(a, len(str(a))):
-        p = x * d + carry
-        parts.append(f"{x}*{d}" + (f"+{carry}" if carry else "") + f"={p}")
-        carry = p // 10
-    return f"{a}*{d}: {', '.join(parts)}. So {a * d}."
+_STEPS = {"+": add_steps, "-": sub_steps}
+_APPLY = {"+": lambda x, y: x + y, "-": lambda x, y: x - y}
+_KIND_OF = {"+": "add", "-": "sub"}
 
 
-_STEPS = {"+": add_steps, "-": sub_steps, "*": mul_steps}
-_APPLY = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y}
+@functools.lru_cache(maxsize=None)
+def _pool(split: str) -> dict[str, tuple[tuple[int, str, int], ...]]:
+    """Per kind, the computations ``(a, op, b)`` of ``split``: every a + b, and every a - b with a >= b."""
+    pool = {"add": [], "sub": []}
+    for a in _OPERANDS:
+        for b in _OPERANDS:
+            for op in ("+", "-") if a >= b else ("+",):
+                if split_of(repr([(a, op, b)])) == split:
+                    pool[_KIND_OF[op]].append((a, op, b))
+    return {kind: tuple(ops) for kind, ops in pool.items()}
 
 
-def _num(rng: random.Random) -> int:
-    """A 2-digit number (80%) or a 3-digit number (20%)."""
-    return rng.randint(10, 99) if rng.random() < 0.8 else rng.randint(100, 999)
+def capacity(split: str) -> int:
+    """How many distinct problems ``split`` holds."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+    return sum(len(ops) for ops in _pool(split).values())
 
 
-def _draw(rng: random.Random) -> tuple[str, list[tuple[int, str, int]], str]:
-    """Draw one problem: (kind, ops, question). Ops chain: each op's x is the previous result."""
-    kind = rng.choices(_KINDS, weights=_KIND_WEIGHTS)[0]
+def _question(rng: random.Random, a: int, op: str, b: int) -> str:
+    """The word problem of one computation, with a random name, item and verb."""
     name, item = rng.choice(_NAMES), rng.choice(_ITEMS)
-    gain, lose = rng.choice(_GAIN), rng.choice(_LOSE)
-    if kind == "add":
-        a, b = _num(rng), _num(rng)
-        ops = [(a, "+", b)]
-        q = f"{name} has {a} {item} and {gain} {b} more. How many {item} now?"
-    elif kind == "sub":
-        a, b = sorted((_num(rng), _num(rng)), reverse=True)
-        ops = [(a, "-", b)]
-        q = f"{name} has {a} {item} and {lose} {b}. How many {item} are left?"
-    elif kind == "mul":
-        a, d = rng.randint(10, 99), rng.randint(2, 9)
-        ops = [(a, "*", d)]
-        q = f"{name} has {d} bags of {a} {item}. How many {item} in all?"
-    elif kind == "add_sub":
-        a, b = rng.randint(10, 99), rng.randint(10, 99)
-        c = rng.randint(10, a + b)
-        ops = [(a, "+", b), (a + b, "-", c)]
-        q = f"{name} has {a} {item}, {gain} {b} more, then {lose} {c}. How many {item} now?"
-    else:  # mul_add
-        a, d, b = rng.randint(10, 99), rng.randint(2, 9), rng.randint(10, 99)
-        ops = [(a, "*", d), (a * d, "+", b)]
-        q = f"{name} has {d} bags of {a} {item} and {b} more. How many {item} in all?"
-    return kind, ops, q
+    if op == "+":
+        return f"{name} has {a} {item} and {rng.choice(_GAIN)} {b} more. How many {item} now?"
+    return f"{name} has {a} {item} and {rng.choice(_LOSE)} {b}. How many {item} are left?"
 
 
-def _record(index: int, kind: str, ops: list[tuple[int, str, int]], question: str) -> dict:
+def _record(index: int, a: int, op: str, b: int, question: str) -> dict:
     """Build the problem record with its worked solution."""
-    steps = " ".join(_STEPS[op](x, y) for x, op, y in ops)
-    x, op, y = ops[-1]
-    answer = str(_APPLY[op](x, y))
+    answer = str(_APPLY[op](a, b))
     return {"task_id": f"math/{index}", "question": question,
-            "solution": f"{steps}\n#### {answer}", "answer": answer,
-            "_kind": kind, "_ops": [[x, op, y] for x, op, y in ops]}
+            "solution": f"{_STEPS[op](a, b)}\n#### {answer}", "answer": answer,
+            "_kind": _KIND_OF[op], "_ops": [[a, op, b]]}
 
 
 def make_problems(split: str, n: int, seed: int) -> list[dict]:
-    """Return ``n`` distinct problems of ``split``, deterministic in ``seed``.
+    """Return ``n`` distinct problems of ``split``, alternating addition and subtraction, deterministic in ``seed``.
 
-    A problem's split is a stable hash of its computation (``_ops``), so splits are disjoint for every
-    seed. Raises ValueError for an unknown split, a bad ``n``, or when ``n`` unique problems cannot be drawn.
+    Raises ValueError for an unknown split, a bad ``n``, or ``n > capacity(split)``.
     """
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
-    if n > MAX_PROBLEMS:
-        raise ValueError(f"n={n} exceeds MAX_PROBLEMS={MAX_PROBLEMS} unique math problems per split")
-    rng, seen, out = random.Random(seed), set(), []
-    for _ in range(1000 + 200 * n):
-        if len(out) == n:
-            break
-        kind, ops, question = _draw(rng)
-        key = repr(ops)
-        if key in seen or split_of(key) != split:
-            continue
-        seen.add(key)
-        out.append(_record(len(out), kind, ops, question))
-    if len(out) < n:
-        raise ValueError(f"could only generate {len(out)} unique {split} math problems, asked for {n}")
+    if n > capacity(split):
+        raise ValueError(f"n={n} exceeds the {capacity(split)} unique {split} math problems")
+    rng = random.Random(seed)
+    queues = {kind: rng.sample(ops, len(ops)) for kind, ops in _pool(split).items()}
+    kinds = rng.sample(sorted(queues), len(queues))
+    out: list[dict] = []
+    while len(out) < n:
+        for kind in kinds:
+            if queues[kind] and len(out) < n:
+                a, op, b = queues[kind].pop()
+                out.append(_record(len(out), a, op, b, _question(rng, a, op, b)))
     return out
 
 
