@@ -30,6 +30,35 @@ def test_loss_is_pooled_mean_with_parts(tokenizer):
     assert math.isclose(ntp.loss.item(), out.ntp_loss, rel_tol=1e-5)  # the clean half is the NTP objective
 
 
+@pytest.mark.parametrize("objective", ["sbd", "ntp"])
+def test_loss_from_labelled_logits_equals_full_logits_cross_entropy(model_kind, tokenizer, objective):
+    """compute_loss asks the output layer for labelled positions only; the reference takes every position's logits."""
+    seq = torch.randint(7, len(tokenizer), (3, 41), generator=torch.Generator().manual_seed(5))
+    prompt = torch.zeros_like(seq)
+    prompt[:, 12:] = 1  # loss on the last 29 tokens only: many unlabelled positions
+    batch = build_batch(seq, objective, mask_token_id=3, block_size=4, loss_mask=prompt,
+                        generator=torch.Generator().manual_seed(6))
+    model, reference = tiny_model(model_kind, len(tokenizer)), tiny_model(model_kind, len(tokenizer))
+    out = compute_loss(model, batch, matp_loss_weight=2.0)
+    out.loss.backward()
+    from sbd_core.objective import attention_mask_for
+
+    logits = reference(input_ids=batch.input_ids, position_ids=batch.position_ids,
+                       attention_mask=attention_mask_for(reference, batch), use_cache=False).logits
+    ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.labels.flatten(), ignore_index=IGNORE_INDEX,
+                                           reduction="none").view(batch.labels.shape)
+    n = batch.half
+    valid = batch.labels != IGNORE_INDEX
+    expected = (ce[:, :n].sum() + 2.0 * ce[:, n:].sum()) / valid.sum()
+    expected.backward()
+    assert out.n_ntp == int(valid[:, :n].sum()) and out.n_matp == int(valid[:, n:].sum())
+    assert valid.float().mean() < 0.8  # the test covers unlabelled positions
+    assert abs(out.loss.item() - expected.item()) < 1e-5
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-6, rtol=1e-4), name
+    assert model.get_output_embeddings()._forward_pre_hooks == {}  # the hook is gone after the forward
+
+
 def test_dense_and_flex_masks_give_the_same_loss(tokenizer):
     pytest.importorskip("torch.nn.attention.flex_attention")
     dense = tiny_model("qwen3", len(tokenizer))
