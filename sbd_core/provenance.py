@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 
 PACKAGES = ("sbd-core", "torch", "transformers", "accelerate", "tokenizers", "lm_eval", "evalplus", "snakemake",
-            "numpy", "pandas", "matplotlib")
+            "math-verify", "datasets", "gguf", "numpy", "pandas", "matplotlib")
 
 
 def package_versions() -> dict[str, str | None]:

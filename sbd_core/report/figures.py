@@ -13,6 +13,7 @@ from .tables import _family_rank
 #: Figure geometry; PNGs come out FIG_SIZE_IN * FIG_DPI pixels.
 FIG_SIZE_IN = (6.4, 4.8)
 FIG_DPI = 100
+MIN_SPAN = 10.0  # the y axis shows at least this many points of accuracy
 
 
 def _safe_name(name: str) -> str:
@@ -38,6 +39,10 @@ def _figure_bytes(summary: pd.DataFrame, benchmark: str) -> dict[str, bytes]:
         prefix = f"{model}: " if multi else ""
         _plot_families(ax, sub, prefix, markers)
         _plot_reference_points(ax, sub, prefix)
+    accuracy = 100 * data["accuracy"].dropna()
+    if len(accuracy):  # at least MIN_SPAN points of accuracy, so a one-problem difference does not fill the plot
+        top, bottom = float(accuracy.max()), float(accuracy.min())
+        ax.set_ylim(max(-1.0, min(bottom, top - MIN_SPAN) - 1.0), min(101.0, top + 1.0))
     ax.set_xlabel("NFE speedup vs NTP baseline (x)")
     ax.set_ylabel("Accuracy (%)")
     ax.set_title(f"{benchmark}: accuracy vs NFE speedup")
@@ -62,8 +67,9 @@ def _plot_families(ax, sub: pd.DataFrame, prefix: str, markers: str) -> None:
         pts = blocks[(blocks["objective"] == objective) & (blocks["family"] == family)].sort_values("nfe_speedup")
         ax.plot(pts["nfe_speedup"], 100 * pts["accuracy"], marker=markers[i % len(markers)], linestyle="-",
                 label=f"{prefix}{objective} model, {family}")
-        for x, y in zip(pts["nfe_speedup"], 100 * pts["accuracy"]):
-            ax.annotate(f"{x:.2f}x", (x, y), textcoords="offset points", xytext=(3, 4), fontsize=7)
+        for x, y, tag in zip(pts["nfe_speedup"], 100 * pts["accuracy"], pts["sampler"]):  # tag: the setting
+            setting = tag[len(family) + 1:] if tag.startswith(f"{family}-") else tag
+            ax.annotate(setting, (x, y), textcoords="offset points", xytext=(3, 4), fontsize=7)
 
 
 def _plot_reference_points(ax, sub: pd.DataFrame, prefix: str) -> None:
