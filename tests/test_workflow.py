@@ -14,7 +14,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile")]
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.workflow
 
 
 def snakemake(workdir: Path, *args, check=True):
