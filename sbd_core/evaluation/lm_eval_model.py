@@ -31,6 +31,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
+from sbd_core import checkpoint
 from sbd_core.benchmarks.base import problem_id, read_generations
 from sbd_core.benchmarks.chat import add_special_tokens_for, render_chat
 from sbd_core.decode import BlockDecoder, DecodeConfig, cut_at_stop
@@ -106,13 +107,10 @@ def coerce_solver_params(solver: str, params: dict) -> dict:
 
 
 def _resolve_dtype(dtype):
-    """A torch dtype from ``"float32"``/``"bfloat16"``/... (``"auto"`` and torch dtypes pass through)."""
+    """A torch dtype from a name of :data:`sbd_core.checkpoint.DTYPES` (``"auto"`` and torch dtypes pass through)."""
     if isinstance(dtype, torch.dtype) or dtype == "auto":
         return dtype
-    value = getattr(torch, str(dtype), None)
-    if not isinstance(value, torch.dtype):
-        raise ValueError(f"dtype must be 'auto' or a torch dtype name such as 'float32' or 'bfloat16', got {dtype!r}")
-    return value
+    return checkpoint.torch_dtype(str(dtype))
 
 
 def _available_device(device) -> str:
