@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from .io_utils import write_json_atomic
+from .io_utils import atomic_dir, write_json_atomic
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 ATTENTION = ("sdpa", "eager", "flex_attention")
@@ -67,13 +67,10 @@ def save(model, tokenizer, out_dir, extra_files: dict | None = None, copy_files:
     ``state_dict``: the weights to write instead of the model's own (the gathered weights of a sharded model);
     ``dtype``: cast floating-point weights to it on the way out (training keeps fp32 masters; the base may be bf16).
     """
-    out_dir = Path(out_dir)
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
     if dtype is not None:
         state = state_dict if state_dict is not None else model.state_dict()
         state_dict = {k: v.to(torch_dtype(dtype)) if v.is_floating_point() else v for k, v in state.items()}
-    try:
+    with atomic_dir(out_dir) as tmp:
         model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
         if dtype is not None:
             _record_dtype(tmp, dtype)
@@ -82,13 +79,7 @@ def save(model, tokenizer, out_dir, extra_files: dict | None = None, copy_files:
             write_json_atomic(obj, tmp / name)
         for name, source in (copy_files or {}).items():
             shutil.copy(source, tmp / name)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    os.replace(tmp, out_dir)
-    return out_dir
+    return Path(out_dir)
 
 
 def _record_dtype(folder: Path, dtype: str) -> None:
@@ -120,18 +111,9 @@ def copy_checkpoint(source, out_dir) -> Path:
     source, out_dir = Path(source), Path(out_dir)
     if not (source / "config.json").is_file():
         raise FileNotFoundError(f"{source} is not a checkpoint folder (no config.json); check the model's path")
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    with atomic_dir(out_dir) as tmp:
         for file in sorted({f for pattern in HUB_PATTERNS for f in source.glob(pattern) if f.is_file()}):
             shutil.copy2(file, tmp / file.name)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    os.replace(tmp, out_dir)
     return out_dir
 
 

@@ -7,9 +7,9 @@ never leaves a folder a rerun would trust.
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
+
+from .io_utils import atomic_dir
 
 
 def require_pinned(repo_id: str, revision: str | None) -> None:
@@ -25,21 +25,16 @@ def snapshot(repo_id: str, revision: str, out_dir, allow_patterns: list[str], re
     from huggingface_hub import snapshot_download
 
     require_pinned(repo_id, revision)
-    out_dir = Path(out_dir)
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
     try:
-        snapshot_download(repo_id, revision=revision, local_dir=tmp, token=token, repo_type=repo_type,
-                          allow_patterns=allow_patterns)
+        with atomic_dir(out_dir) as tmp:
+            snapshot_download(repo_id, revision=revision, local_dir=tmp, token=token, repo_type=repo_type,
+                              allow_patterns=allow_patterns)
     except BaseException as err:
-        shutil.rmtree(tmp, ignore_errors=True)
         explained = _explain(err, repo_id, revision, repo_type)
         if explained is err:
             raise
         raise explained from err
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    os.replace(tmp, out_dir)
-    return out_dir
+    return Path(out_dir)
 
 
 def _explain(err: BaseException, repo_id: str, revision: str, repo_type: str) -> BaseException:

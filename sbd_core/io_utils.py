@@ -1,4 +1,4 @@
-"""Small file helpers: atomic bytes / text / JSON / JSON-lines writes and a JSON-lines reader.
+"""Small file helpers: atomic bytes / text / JSON / JSON-lines writes, an atomic folder, and a JSON-lines reader.
 
 Atomic means a reader sees either the old file or the complete new one, never a half-written file: the
 data goes to a temporary file in the destination directory, is fsync'ed, and then replaces the target
@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 __all__ = [
-    "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "write_jsonl_atomic", "iter_jsonl", "read_jsonl",
+    "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "write_jsonl_atomic", "atomic_dir", "iter_jsonl",
+    "read_jsonl",
 ]
 
 
@@ -51,6 +54,25 @@ def write_bytes_atomic(data: bytes, path: str | os.PathLike) -> Path:
         raise
     _fsync_dir(path.parent)
     return path
+
+
+@contextmanager
+def atomic_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
+    """Fill a folder atomically: yields an empty temporary sibling of ``out_dir``; when the block ends normally it
+    replaces ``out_dir`` (an older one is removed), when it raises the temporary folder is removed, so ``out_dir`` is
+    never seen half-written and a failure leaves nothing behind."""
+    out_dir = Path(out_dir)
+    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    os.replace(tmp, out_dir)
 
 
 def write_text_atomic(text: str, path: str | os.PathLike) -> Path:

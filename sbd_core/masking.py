@@ -16,8 +16,8 @@ packed documents never see each other. Blocks keep tiling the row from position 
 boundary is then, for the later document, a shorter block starting at an arbitrary offset, which is also what inference
 sees (prompts of any length), so no special alignment is needed. Position ids restart at 0 for each document.
 
-Dropping empty blocks (``drop_empty_blocks=True``, exact): a noised token is only ever attended to by noised tokens of its
-own block and document, so a (block, document) segment of the noised half that holds no MATP target influences no loss
+Dropping empty blocks (:func:`drop_empty_segments`, exact; training option ``drop_empty_blocks``): a noised token is
+only ever attended to by noised tokens of its own block and document, so a (block, document) segment of the noised half that holds no MATP target influences no loss
 term. Such segments are left out: the layout becomes ``[clean N | kept noised tokens M]`` with ``M <= N``, each kept
 noised token carrying the clean-half index it copies (``noised_index``), hence its position, document and block. Loss and
 gradients equal the full layout's; the step gets cheaper when the loss skips prompts or a block drew no mask.
@@ -84,15 +84,14 @@ def build_batch(
     loss_mask: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
     matp_loss_mask: torch.Tensor | None = None,
-    drop_empty_blocks: bool = False,
 ) -> SBDBatch:
     """Build one training batch from token rows ``sequence`` [B, N+1].
 
     ``objective`` is the layout: ``"sbd"`` (doubled) or ``"ntp"`` (plain causal LM on the same code path). ``doc_ids``
     [B, N+1] marks packed documents (``-1`` = padding); ``loss_mask`` [B, N+1] marks tokens that may be targets (e.g. to
     exclude prompts); ``matp_loss_mask`` (default: ``loss_mask``) does the same for MATP targets alone. ``generator``
-    drives the masking-rate and token-mask draws. ``drop_empty_blocks`` leaves out noised segments without a MATP target
-    (:func:`drop_empty_segments`, exact); the draws are the same either way.
+    drives the masking-rate and token-mask draws. :func:`drop_empty_segments` then leaves out noised segments without
+    a MATP target (exact).
     """
     if sequence.dim() != 2 or sequence.shape[1] < 2:
         raise ValueError(f"sequence must be [batch, N+1] with N >= 1, got shape {tuple(sequence.shape)}")
@@ -113,7 +112,7 @@ def build_batch(
         raise ValueError("the sbd objective needs mask_token_id")
     matp_mask = loss_mask if matp_loss_mask is None else matp_loss_mask
     noised, matp_labels = noise_copy(clean, clean_docs, mask_token_id, generator, matp_mask)
-    batch = SBDBatch(
+    return SBDBatch(
         input_ids=torch.cat([clean, noised], dim=1),
         position_ids=torch.cat([positions, positions], dim=1),
         labels=torch.cat([labels, matp_labels], dim=1),
@@ -121,7 +120,6 @@ def build_batch(
         block_size=block_size,
         objective="sbd",
     )
-    return drop_empty_segments(batch) if drop_empty_blocks else batch
 
 
 def noise_copy(clean, clean_docs, mask_token_id, generator=None, loss_mask=None):

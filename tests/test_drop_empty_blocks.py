@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from sbd_core.masking import IGNORE_INDEX, build_batch, kept_noised_index
+from sbd_core.masking import IGNORE_INDEX, build_batch, drop_empty_segments, kept_noised_index
 from sbd_core.objective import compute_loss
 
 N, K = 24, 4
@@ -22,9 +22,9 @@ def packed_rows(vocab: int):
 
 def both_layouts(vocab: int, seed: int, **kwargs):
     seq, docs, answer = packed_rows(vocab)
-    make = lambda drop: build_batch(seq, "sbd", 3, K, doc_ids=docs, generator=torch.Generator().manual_seed(seed),  # noqa: E731
-                                    drop_empty_blocks=drop, **kwargs)
-    return make(False), make(True)
+    make = lambda: build_batch(seq, "sbd", 3, K, doc_ids=docs, generator=torch.Generator().manual_seed(seed),  # noqa: E731
+                               **kwargs)
+    return make(), drop_empty_segments(make())
 
 
 def loss_and_grads(model, batch):
@@ -93,7 +93,7 @@ def test_a_segment_is_kept_iff_its_block_and_document_hold_a_target():
 
 def test_a_batch_without_any_target_has_an_empty_noised_half(tokenizer):
     seq, docs, _ = packed_rows(len(tokenizer))
-    batch = build_batch(seq, "sbd", 3, K, doc_ids=docs, loss_mask=torch.zeros_like(seq), drop_empty_blocks=True)
+    batch = drop_empty_segments(build_batch(seq, "sbd", 3, K, doc_ids=docs, loss_mask=torch.zeros_like(seq)))
     assert batch.input_ids.shape == (3, N)
     out = compute_loss(tiny_model("llama", len(tokenizer)), batch)
     assert out.n_ntp == 0 and out.n_matp == 0

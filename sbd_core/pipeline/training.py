@@ -40,12 +40,14 @@ def run_data(spec: dict, out_dir: Path) -> None:
 
 
 def synthetic_files(data_dir: Path) -> list[Path]:
-    """The training rows of the synthetic tasks the data stage generated, in task order (math, code)."""
-    return [f for f in (Path(data_dir) / name / "train.jsonl" for name in ("math", "code")) if f.is_file()]
+    """The training rows of the synthetic tasks the data stage generated, in the task registry's order."""
+    from ..tasks import TASKS
+
+    return [f for f in (Path(data_dir) / name / "train.jsonl" for name in TASKS) if f.is_file()]
 
 
 def synthetic_pairs(data_dir: Path) -> list[tuple[str, str]]:
-    """The (prompt, target) rows of the synthetic tasks the data stage generated, in task order (math, code)."""
+    """The (prompt, target) rows of the synthetic tasks the data stage generated, in the task registry's order."""
     pairs = [(r["prompt"], r["target"]) for f in synthetic_files(data_dir) for r in read_jsonl(f)]
     if not pairs:
         raise ValueError(f"a scratch base model is pretrained on the synthetic tasks, but {data_dir} holds none: add "

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ..chat import SYSTEM_PROMPTS, ensure_chat_template, tokenize_chat, with_system_prompt
-from ..io_utils import write_json_atomic, write_jsonl_atomic
+from ..io_utils import atomic_dir, write_json_atomic, write_jsonl_atomic
 from .sources import get_source
 
 MANIFEST = "manifest.json"
@@ -238,26 +238,22 @@ def build(mix: MixSpec, tokenizer, raw_dir, out_dir) -> dict:
 
     if mix.max_length is None:
         raise ValueError("building the training mix needs max_length (the fine-tune's finetune.max_length)")
-    out_dir = Path(out_dir)
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
     template = ensure_chat_template(tokenizer, mix.chat_template) if mix.has_chats() else None
     shares = mix.shares()
-    parts, infos = [], {}
-    for entry in mix.sources:
-        part, infos[entry["name"]] = _source_part(entry, mix, shares[entry["name"]], tokenizer, raw_dir, tmp / "cache")
-        parts.append(part)
-    packed = _rows(datasets.concatenate_datasets(parts), mix)
-    packed.save_to_disk(str(tmp / PACKED))
-    row_tokens = int(sum(sum(lengths) for lengths in packed["doc_lengths"]))
-    manifest = {"settings": {**asdict(mix)}, "sources": infos, "rows": len(packed), "tokens": row_tokens,
-                "fill": row_tokens / max(len(packed) * mix.max_length, 1), "chat_template": template,
-                "tokenizer": {"name": tokenizer.name_or_path, "fingerprint": tokenizer_fingerprint(tokenizer)}}
-    write_json_atomic(manifest, tmp / MANIFEST)
-    shutil.rmtree(tmp / "cache", ignore_errors=True)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    tmp.rename(out_dir)
+    with atomic_dir(out_dir) as tmp:
+        parts, infos = [], {}
+        for entry in mix.sources:
+            part, infos[entry["name"]] = _source_part(entry, mix, shares[entry["name"]], tokenizer, raw_dir,
+                                                      tmp / "cache")
+            parts.append(part)
+        packed = _rows(datasets.concatenate_datasets(parts), mix)
+        packed.save_to_disk(str(tmp / PACKED))
+        row_tokens = int(sum(sum(lengths) for lengths in packed["doc_lengths"]))
+        manifest = {"settings": {**asdict(mix)}, "sources": infos, "rows": len(packed), "tokens": row_tokens,
+                    "fill": row_tokens / max(len(packed) * mix.max_length, 1), "chat_template": template,
+                    "tokenizer": {"name": tokenizer.name_or_path, "fingerprint": tokenizer_fingerprint(tokenizer)}}
+        write_json_atomic(manifest, tmp / MANIFEST)
+        shutil.rmtree(tmp / "cache", ignore_errors=True)
     return manifest
 
 
