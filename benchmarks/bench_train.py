@@ -26,7 +26,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from sbd_core.distributed import Runtime
-from sbd_core.objective import attention_mask_for
+from sbd_core.objective import model_inputs
 from sbd_core.train import BatchSource, TrainConfig, build_optimizer, prepare_model, train_step
 
 PRESETS = {  # hidden, intermediate, heads, kv heads, vocab
@@ -78,7 +78,7 @@ def step_ms(args, layers: int, objective: str, attention: str, runtime: Runtime)
             batches = source.step(step)
             sync(runtime.device)
             start = time.perf_counter()
-            attention_mask_for(model, batches[0].to(runtime.device))
+            model_inputs(model, batches[0].to(runtime.device))
             sync(runtime.device)
             mask_times.append((time.perf_counter() - start) * 1000)
             start, cpu_start = time.perf_counter(), time.process_time()

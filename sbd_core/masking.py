@@ -21,6 +21,13 @@ only ever attended to by noised tokens of its own block and document, so a (bloc
 term. Such segments are left out: the layout becomes ``[clean N | kept noised tokens M]`` with ``M <= N``, each kept
 noised token carrying the clean-half index it copies (``noised_index``), hence its position, document and block. Loss and
 gradients equal the full layout's; the step gets cheaper when the loss skips prompts or a block drew no mask.
+
+FlexAttention takes the layout only at a length that is a multiple of its 128-token block (:func:`align_length`, done by
+:func:`sbd_core.objective.model_inputs`): padding tokens appended at the end of the row see only padding, and no real
+token sees them, so the loss is unchanged. Why: torch 2.13's compiled CPU kernel reads memory past the end of its
+inputs on a partial tail block (measured on x86-64, AMD EPYC: a plain causal mask, head dim 16, lengths 24 and 40 gave
+wrong or NaN outputs for the last batch row, run to run; 48, 100, 130, 150 and head dims 32/64 were exact), which made
+the compact layout's flex loss NaN or nondeterministic. Whole blocks leave no tail to misread, on any device.
 """
 
 from __future__ import annotations
@@ -28,8 +35,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import torch
+from torch.nn.attention.flex_attention import create_block_mask
 
 IGNORE_INDEX = -100
+FLEX_BLOCK = 128  # FlexAttention's block size: the layout length it is given is a multiple of this
 
 
 @dataclass
@@ -168,6 +177,27 @@ def drop_empty_segments(batch: SBDBatch) -> SBDBatch:
     return replace(batch, **kept, noised_index=index)
 
 
+def align_length(batch: SBDBatch, multiple: int = FLEX_BLOCK) -> SBDBatch:
+    """``batch`` padded at the end of each row to a length that is a multiple of ``multiple``: same loss and gradients.
+
+    sbd layouts grow their noised half by padding entries (``noised_index`` -1: input id 0, position 0, no label),
+    which attend only to padding; a full layout is first written in its ``noised_index`` form (noised token j copies
+    clean token j), which has the same mask. ntp layouts grow the row by padding tokens (document -1)."""
+    length = batch.input_ids.shape[1]
+    extra = -length % multiple
+    if extra == 0:
+        return batch
+    grow = lambda value, fill: torch.nn.functional.pad(value, (0, extra), value=fill)  # noqa: E731
+    padded = {"input_ids": grow(batch.input_ids, 0), "position_ids": grow(batch.position_ids, 0),
+              "labels": grow(batch.labels, IGNORE_INDEX)}
+    if batch.objective == "ntp":
+        return replace(batch, **padded, doc_ids=grow(batch.doc_ids, -1))
+    index = batch.noised_index
+    if index is None:
+        index = torch.arange(batch.half, device=batch.doc_ids.device).expand_as(batch.doc_ids)
+    return replace(batch, **padded, noised_index=grow(index, -1))
+
+
 def layout_sources(batch: SBDBatch) -> tuple[torch.Tensor, torch.Tensor]:
     """Per token of the sbd layout: the clean-half index it stands for and its document ([B, L] each; -1 = padding)."""
     docs = batch.doc_ids
@@ -210,15 +240,18 @@ def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def flex_block_mask(batch: SBDBatch):
-    """FlexAttention ``BlockMask`` with the same semantics as :func:`dense_mask`, block-sparse (no dense L x L tensor)."""
-    from torch.nn.attention.flex_attention import create_block_mask
+    """FlexAttention ``BlockMask`` with the same semantics as :func:`dense_mask`, block-sparse (no dense L x L tensor).
 
+    ``batch`` must have a length that is a multiple of :data:`FLEX_BLOCK` (:func:`align_length`; module docstring)."""
+    length = batch.input_ids.shape[1]
+    if length % FLEX_BLOCK:
+        raise ValueError(f"FlexAttention needs a layout of a multiple of {FLEX_BLOCK} tokens, got {length}: "
+                         "pass the batch through masking.align_length first")
     n, k, objective = batch.half, batch.block_size, batch.objective
     if objective == "ntp":
         docs = batch.doc_ids
     else:
         sources, docs = layout_sources(batch)
-    length = docs.shape[1]
 
     def mask_mod(b, h, q_idx, kv_idx):
         if objective == "ntp":

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .masking import IGNORE_INDEX, SBDBatch, backend_mask, dense_mask, flex_block_mask
+from .masking import IGNORE_INDEX, SBDBatch, align_length, backend_mask, dense_mask, flex_block_mask
 
 OBJECTIVES = {"ntp": "ntp", "sbd": "sbd", "sbd_no_ntp_grad": "sbd"}  # objective -> batch layout
 
@@ -43,11 +43,14 @@ class LossOutput:
     n_matp: int
 
 
-def attention_mask_for(model, batch: SBDBatch):
-    """The mask in the form the model's attention backend takes: a block-sparse BlockMask for flex, dense otherwise."""
+def model_inputs(model, batch: SBDBatch) -> tuple[SBDBatch, object]:
+    """``(batch, mask)`` as ``model``'s attention backend takes them: for flex the batch aligned to whole FlexAttention
+    blocks (:func:`sbd_core.masking.align_length`: padding that changes no loss) and its block-sparse BlockMask; for
+    SDPA / eager the batch as it is and its dense mask."""
     if model.config._attn_implementation == "flex_attention":
-        return flex_block_mask(batch)
-    return backend_mask(model, dense_mask(batch))
+        batch = align_length(batch)
+        return batch, flex_block_mask(batch)
+    return batch, backend_mask(model, dense_mask(batch))
 
 
 @contextmanager
@@ -74,16 +77,13 @@ def compute_loss(model, batch: SBDBatch, ntp_gradient: bool = True, matp_loss_we
     """
     if matp_loss_weight <= 0:
         raise ValueError(f"matp_loss_weight must be > 0, got {matp_loss_weight}")
+    batch, mask = model_inputs(model, batch)
     labels = batch.labels
     keep = (labels != IGNORE_INDEX).flatten().nonzero().squeeze(1)  # flat positions that carry a label
     with labelled_logits_only(model, keep):
-        out = model(
-            input_ids=batch.input_ids,
-            position_ids=batch.position_ids,
-            attention_mask=attention_mask_for(model, batch),
-            use_cache=False,
-        )
-    ce = F.cross_entropy(out.logits[0].float(), labels.flatten()[keep], reduction="none")
+        out = model(input_ids=batch.input_ids, position_ids=batch.position_ids, attention_mask=mask, use_cache=False)
+    logits = out.logits[0].to(torch.promote_types(out.logits.dtype, torch.float32))  # at least fp32 (fp64 stays)
+    ce = F.cross_entropy(logits, labels.flatten()[keep], reduction="none")
     in_ntp_half = (keep % labels.shape[1]) < batch.half
     ntp_sum, matp_sum = ce[in_ntp_half].sum(), ce[~in_ntp_half].sum()
     n_ntp, n_matp = int(in_ntp_half.sum()), int((~in_ntp_half).sum())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import string
 
 import pytest
@@ -10,6 +11,23 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
 SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|pad|>", "<|reserved_special_token_0|>"]
+
+
+def inductor_cpp_compiler() -> str | None:
+    """The C++ compiler torch's inductor would use on the CPU, or None when there is none."""
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+
+        return shutil.which(get_cpp_compiler())
+    except Exception:  # torch raises its own error types when no compiler is found
+        return None
+
+
+#: FlexAttention's CPU forward is a kernel that inductor compiles with a C++ compiler: skip (saying why) without one.
+needs_inductor_cpp = pytest.mark.skipif(
+    inductor_cpp_compiler() is None,
+    reason="FlexAttention on the CPU is compiled by torch inductor, which needs a C++ compiler (g++ or clang++); "
+           "none found (install one, or set CXX)")
 
 
 def char_tokenizer(specials=SPECIALS) -> PreTrainedTokenizerFast:

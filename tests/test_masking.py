@@ -6,7 +6,7 @@ import torch
 from conftest import char_tokenizer, tiny_model
 from sbd_core.mask_token import NEW_MASK_TOKEN, mask_token_id, setup_mask_token
 from sbd_core.masking import IGNORE_INDEX, build_batch, dense_mask
-from sbd_core.objective import attention_mask_for
+from sbd_core.objective import model_inputs
 
 N, K = 12, 4
 
@@ -23,8 +23,8 @@ def expected_influence(j: int, n: int, k: int) -> torch.Tensor:
 
 
 def logits_of(model, batch):
-    out = model(input_ids=batch.input_ids, position_ids=batch.position_ids,
-                attention_mask=attention_mask_for(model, batch), use_cache=False)
+    batch, mask = model_inputs(model, batch)
+    out = model(input_ids=batch.input_ids, position_ids=batch.position_ids, attention_mask=mask, use_cache=False)
     return out.logits
 
 

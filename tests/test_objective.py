@@ -8,7 +8,7 @@ import torch
 from conftest import tiny_model
 from sbd_core.mask_token import setup_mask_token
 from sbd_core.masking import IGNORE_INDEX, build_batch
-from sbd_core.objective import compute_loss
+from sbd_core.objective import compute_loss, model_inputs
 from sbd_core.train import TrainConfig, tokenize_examples, train
 
 
@@ -41,10 +41,8 @@ def test_loss_from_labelled_logits_equals_full_logits_cross_entropy(model_kind, 
     model, reference = tiny_model(model_kind, len(tokenizer)), tiny_model(model_kind, len(tokenizer))
     out = compute_loss(model, batch, matp_loss_weight=2.0)
     out.loss.backward()
-    from sbd_core.objective import attention_mask_for
-
     logits = reference(input_ids=batch.input_ids, position_ids=batch.position_ids,
-                       attention_mask=attention_mask_for(reference, batch), use_cache=False).logits
+                       attention_mask=model_inputs(reference, batch)[1], use_cache=False).logits
     ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.labels.flatten(), ignore_index=IGNORE_INDEX,
                                            reduction="none").view(batch.labels.shape)
     n = batch.half

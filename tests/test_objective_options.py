@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from conftest import tiny_model
 from sbd_core.mask_token import setup_mask_token
 from sbd_core.masking import IGNORE_INDEX, build_batch
-from sbd_core.objective import attention_mask_for, compute_loss
+from sbd_core.objective import compute_loss, model_inputs
 from sbd_core.train import PAPER_RECIPE, TrainConfig, layout, pad_rows, tokenize_examples, train
 
 N = 24
@@ -29,7 +29,7 @@ def grads_of(model, loss):
 def matp_part(model, batch, n_labels):
     """The MATP term alone, computed here from the logits: sum of MATP cross-entropies / all labels."""
     logits = model(input_ids=batch.input_ids, position_ids=batch.position_ids,
-                   attention_mask=attention_mask_for(model, batch), use_cache=False).logits
+                   attention_mask=model_inputs(model, batch)[1], use_cache=False).logits
     matp = F.cross_entropy(logits[:, N:].flatten(0, 1), batch.labels[:, N:].flatten(), ignore_index=IGNORE_INDEX,
                            reduction="sum")
     return matp / n_labels
