@@ -35,10 +35,11 @@ def _roundings(value: float) -> set[str]:
     return {f"{value:.3f}"}
 
 
-def _toy(bandwidth=100.0, flops=1000.0, **shape) -> rf.Roofline:
-    dims = dict(name="toy", hidden=8, intermediate=16, layers=1, heads=2, kv_heads=1, head_dim=4, vocab=0) | shape
-    device = rf.DevicePeaks("toy", bandwidth=bandwidth, dense_flops={"bf16": flops}, source="test")
-    return rf.Roofline(rf.ModelShape(**dims), device, "bf16")
+def _toy() -> rf.Roofline:
+    """A toy chip (100 B/s, 1000 FLOP/s in bf16: 2 bytes per element) and a toy shape (q_dim 8, kv_dim 4)."""
+    shape = rf.ModelShape("toy", hidden=8, intermediate=16, layers=1, heads=2, kv_heads=1, head_dim=4, vocab=0)
+    device = rf.DevicePeaks("toy", bandwidth=100.0, dense_flops={"bf16": 1000.0}, source="test")
+    return rf.Roofline(shape, device, "bf16")
 
 
 # ----------------------------------------------------------------------------------------------------------------------
