@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from . import pipeline, report
+from . import pipeline, report, roofline
 from .launch import LaunchSettings
 from .settings import RuntimeSettings, from_section
 
@@ -91,6 +91,19 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--paper-bases", type=_json, default=None,
                    help='which of our models stand for which row of the paper, e.g. {"llama-3.1-8b": "Llama-3.1 8B"}')
     s.add_argument("--out", type=Path, required=True)
+
+    s = sub.add_parser("roofline", help="the paper's roofline (Tables 3-4, eq. 16): analytic, or from a time(k) file")
+    s.add_argument("--table", type=int, choices=(3, 4), required=True, help="3: slowdown T(k)/T(1); 4: eq. 16")
+    s.add_argument("--preset", help=f"one of {sorted(roofline.PRESETS)} (paper: the appendix's shapes and constants)")
+    s.add_argument("--model", help=f"a model shape, one of {sorted(roofline.MODELS)}")
+    s.add_argument("--device", help=f"a device's peaks, one of {sorted(roofline.DEVICES)}")
+    s.add_argument("--dtype", help=f"weights and KV cache, one of {sorted(roofline.BYTES_PER_ELEMENT)} "
+                                   f"(default {roofline.DEFAULT_DTYPE})")
+    s.add_argument("--measured", type=Path, help="a time(k) file (python -m sbd_core timing) instead of the model")
+    s.add_argument("--batch", type=int, nargs="+", help="batch sizes (default: the paper's, or the file's)")
+    s.add_argument("--kv-len", type=int, nargs="+", help="cached tokens (default: the paper's, or the file's)")
+    s.add_argument("--block-size", type=int, nargs="+", help="block sizes (default: the paper's)")
+    s.add_argument("--out", type=Path, default=None, help="CSV file (default: standard output)")
     return p
 
 
@@ -120,6 +133,14 @@ def main(argv=None) -> int:
                            args.work_dir)
     elif args.stage == "report":
         pipeline.run_report(args.scores, args.out, args.paper_table, args.paper_bases)
+    elif args.stage == "roofline":
+        try:
+            text = roofline.run_table(args.table, args.out, args.preset, args.model, args.device, args.dtype,
+                                      args.measured, args.batch, args.kv_len, args.block_size)
+        except roofline.RooflineInputError as err:
+            sys.exit(f"roofline: {err}")
+        if args.out is None:
+            print(text, end="")
     return 0
 
 
