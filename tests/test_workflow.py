@@ -1,6 +1,7 @@
 """The whole DAG through Snakemake on the smoke config, partial reruns, the HTML report and config errors."""
 
 import csv
+import dataclasses
 import json
 import os
 import re
@@ -11,6 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from sbd_core import cli
+from sbd_core.benchmarks import get_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile")]
@@ -87,6 +91,32 @@ def test_outputs_record_provenance(smoke):
     decoded = json.loads((workdir / "results/smoke/generations/tiny-llama/sbd/topk-4/code.jsonl.provenance.json")
                          .read_text())["settings"]
     assert decoded["sampler_spec"]["tag"] == "topk-4" and decoded["total_wall_time_s"] > 0
+
+
+def test_every_generations_file_scores_to_the_dags_number_through_the_cli(smoke, tmp_path, monkeypatch):
+    """The README's `python -m sbd_core score` with only --benchmark --generations --data --out, on each of the DAG's
+    generations files, gives its score file's number and summary.csv's. The benchmarks' default limit is set below
+    the run's 4 problems first, as the shipped default (100) is below the embedded run's 200: a scorer that cut the
+    benchmark stage's test file again would fail here."""
+    run = smoke[0] / "results" / "smoke"
+    for name in ("math", "code"):
+        bench = get_benchmark(name)
+        monkeypatch.setattr(bench, "defaults", dataclasses.replace(bench.defaults, limit=2))
+    summary = {tuple(r[k] for k in ("model", "objective", "sampler", "benchmark")): float(r["accuracy"])
+               for r in csv.DictReader(open(run / "report" / "summary.csv"))}
+    generations = sorted((run / "generations").glob("*/*/*/*.jsonl"))
+    assert len(generations) == len(summary) == 6
+    for path in generations:
+        key = (*path.parts[-4:-1], path.stem)
+        out = tmp_path / ("-".join(key) + ".json")
+        argv = ["score", "--benchmark", path.stem, "--generations", str(path),
+                "--data", str(run / "benchmarks" / f"{path.stem}_test.jsonl"), "--out", str(out)]
+        assert cli.main(argv) == 0
+        ours, dags = json.loads(out.read_text()), json.loads((run / "scores" / Path(*key)).with_suffix(".json")
+                                                             .read_text())
+        assert ours["accuracy"] == dags["accuracy"] == summary[key], key
+        assert ours["n"] == dags["n"] == 4 and ours["per_problem"] == dags["per_problem"], key
+        assert ours["limit_applied"] == dags["limit_applied"] == {"limit": 4, "by": "benchmark stage"}, key
 
 
 def test_changing_one_solver_setting_reruns_only_its_jobs(smoke):

@@ -26,6 +26,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from sbd_core.errors import UserError
 from sbd_core.evaluation import limits
 
 __all__ = ["Settings", "CodeSettings", "GeneratedSettings", "GeneratedCodeSettings", "resolve"]
@@ -124,23 +125,23 @@ class GeneratedCodeSettings(CodeSettings, GeneratedSettings):
 def resolve(name: str, defaults: Settings, mapping: Mapping[str, Any] | None = None) -> Settings:
     """``defaults`` with the keys of ``mapping`` (one benchmark's config section) applied and validated.
 
-    Raises ValueError naming ``benchmarks.<name>.<key>``, the bad value and the allowed keys or values.
+    Raises UserError naming ``benchmarks.<name>.<key>``, the bad value and the allowed keys or values.
     """
     if mapping is None:
         return defaults
     if not isinstance(mapping, Mapping):
-        raise ValueError(f"benchmarks.{name} must be a mapping of settings, got {mapping!r}")
+        raise UserError(f"benchmarks.{name} must be a mapping of settings, got {mapping!r}")
     known = {f.name: f for f in dataclasses.fields(defaults)}
     unknown = sorted(set(mapping) - set(known))
     if unknown:
-        raise ValueError(f"benchmarks.{name}: unknown setting(s) {unknown}; allowed: {sorted(known)}")
+        raise UserError(f"benchmarks.{name}: unknown setting(s) {unknown}; allowed: {sorted(known)}")
     values = {}
     for key, value in mapping.items():
         try:
             values[key] = known[key].metadata["check"](value)
         except ValueError as err:
-            raise ValueError(f"benchmarks.{name}.{key} {err}, got {value!r}") from None
+            raise UserError(f"benchmarks.{name}.{key} {err}, got {value!r}") from None
     if values.get("chat") is False and values.get("system_prompt") is not None:
-        raise ValueError(f"benchmarks.{name}: system_prompt applies only with chat: true; "
+        raise UserError(f"benchmarks.{name}: system_prompt applies only with chat: true; "
                          "drop system_prompt or set chat: true")
     return dataclasses.replace(defaults, **values)
