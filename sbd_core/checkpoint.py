@@ -65,6 +65,11 @@ def check_folder(path, weights: bool = True) -> Path:
     return path
 
 
+def model_config(path) -> dict:
+    """The parsed ``config.json`` of a checked checkpoint folder (:func:`check_folder`)."""
+    return json.loads((check_folder(path, weights=False) / "config.json").read_text(encoding="utf-8"))
+
+
 def _check_safetensors(file: Path) -> None:
     from safetensors import SafetensorError, safe_open
 

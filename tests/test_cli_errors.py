@@ -46,8 +46,10 @@ def good(tmp_path_factory):
     score_file = root / "score.json"
     score_file.write_text(json.dumps(score))
     pipeline.run_data({"sources": [{"name": "math", "problems": 8}]}, root / "data")
+    plain = char_tokenizer(specials=["<s>", "</s>", "<pad>"])  # no mask or reserved token, no spare embedding row
     return {"model": checkpoint.save(model, tok, root / "model"), "test": test_file, "gens": generations,
-            "score": score_file, "data": root / "data", "problems": problems}
+            "score": score_file, "data": root / "data", "problems": problems,
+            "no_mask_room": checkpoint.save(tiny_model("llama", len(plain)), plain, root / "no_mask_room")}
 
 
 def copy(path: Path, bad: Path) -> Path:
@@ -162,6 +164,9 @@ CASES = {
     "pack/empty-data-folder": (lambda g, b, o: pack(g, o, data=b), 1, ["no data files", "'math'", "{bad}/math"]),
     "pack/corrupt-data-file": (lambda g, b, o: pack(g, o, data=corrupt_data(g, b)), 1,
                                ["{bad}/data/math/train.jsonl:3", "invalid JSON"]),
+    "pack/documents-longer-than-max-length": (lambda g, b, o: pack(g, o, spec='{"sources": [{"name": "math", '
+                                                                           '"problems": 8}], "max_length": 8}'), 1,
+                                              ["'math'", "none of its 8 documents fits in max_length=8"]),
     "pack/no-max-length": (lambda g, b, o: pack(g, o, spec='{"sources": [{"name": "math", "problems": 8}]}'), 1,
                            ["max_length"]),
     # ---------------------------------------------------------------------------------------------------- finetune
@@ -172,6 +177,11 @@ CASES = {
     "finetune/truncated-safetensors": (lambda g, b, o: finetune(g, o, base=truncated_weights(g, b)), 1,
                                        ["{bad}/model/model.safetensors", "not a complete safetensors file"]),
     "finetune/data-not-packed": (lambda g, b, o: finetune(g, o), 1, ["no built training mix", "pack stage"]),
+    "finetune/no-room-for-a-mask-token": (lambda g, b, o: finetune(g, o, base=g["no_mask_room"]), 1,
+                                          ["no_mask_room", "fill all", "allow_resize"]),
+    "finetune/tokens-per-step-not-a-multiple": (lambda g, b, o: finetune(g, o, spec='{"max_length": 64, '
+                                                                                    '"tokens_per_step": 100}'), 1,
+                                                ["tokens_per_step=100", "multiple of batch_size x max_length"]),
     "finetune/bad-runtime": (lambda g, b, o: finetune(g, o, runtime='{"device": "tpu"}'), 1, ["runtime.device", "tpu"]),
     "finetune/zero-nodes": (lambda g, b, o: finetune(g, o, nodes="0"), 1, ["nodes", "0"]),
     # ---------------------------------------------------------------------------------------------------- decode

@@ -21,6 +21,7 @@ from .. import checkpoint
 from ..errors import UserError, user_input
 from ..io_utils import read_jsonl, write_json_atomic
 from ..launch import LaunchSettings, launch
+from ..mask_token import check_mask_token
 from ..provenance import provenance
 from ..settings import RuntimeSettings, check_types, from_section
 from ..training_data import MixSpec, build, check_packed, fetch
@@ -92,6 +93,9 @@ def pretrain_scratch(model_spec: dict, data_dir: Path, out_dir: Path, checkpoint
     from ..tokenizer import build_tokenizer
     from ..train import tokenize_examples, train
 
+    if not isinstance(model_spec.get("arch"), dict):
+        raise UserError("a scratch model spec needs 'arch', the model's shape, e.g. {architecture: llama, "
+                        f"hidden_size: 96, num_hidden_layers: 3, ...}}; got {sorted(model_spec)}")
     pairs = synthetic_pairs(data_dir)
     tokenizer = build_tokenizer([p + t for p, t in pairs], model_spec.get("vocab_size", 512))
     config = train_config("ntp", model_spec.get("pretrain", {}), "pretrain")
@@ -170,8 +174,11 @@ def run_finetune(base_dir: Path, data_dir: Path, objective: str, spec: dict, out
     if not isinstance(allow_resize, bool):
         raise UserError(f"finetune.allow_resize must be true or false, got {allow_resize!r}")
     config = train_config(objective, spec)  # named errors before any process starts
+    check_layout([objective], spec, layout)
     device = from_section(RuntimeSettings, runtime, "runtime").device
-    check_packed(data_dir, checkpoint.load_tokenizer(checkpoint.check_folder(base_dir)), config.max_length)
+    tokenizer = checkpoint.load_tokenizer(checkpoint.check_folder(base_dir))
+    check_mask_token(tokenizer, checkpoint.model_config(base_dir), allow_resize, str(base_dir))
+    check_packed(data_dir, tokenizer, config.max_length)
     settings = {"objective": objective, "finetune": spec, "allow_resize": allow_resize, "base": str(base_dir),
                 "data": str(data_dir), "departures": config.departures()}  # departures are read by the report
     checkpoint_dir = Path(checkpoint_dir)
@@ -192,4 +199,6 @@ def check_layout(objectives: list[str], spec: dict, layout: LaunchSettings) -> N
 
     spec = {k: v for k, v in spec.items() if k != "allow_resize"}
     for objective in objectives:
-        micro_batches_per_step(train_config(objective, spec), layout.processes)
+        config = train_config(objective, spec)
+        with user_input("finetune"):
+            micro_batches_per_step(config, layout.processes)

@@ -246,6 +246,10 @@ def _source_part(entry: dict, mix: MixSpec, share, tokenizer, raw_dir, cache_dir
     tokens = tokenize_source(records, source.name, tokenizer, mix.system_prompts.get(source.kind), mix.num_proc)
     lengths = np.asarray(tokens["length"], dtype=np.int64)
     fits = np.flatnonzero(lengths <= mix.max_length)
+    if len(fits) == 0:
+        shortest = f" (the shortest has {lengths.min()} tokens)" if len(lengths) else ""
+        raise UserError(f"source {source.name!r}: none of its {len(lengths)} documents fits in max_length="
+                        f"{mix.max_length} tokens{shortest}; raise max_length (finetune.max_length)")
     chosen = fits[select_documents(lengths[fits], share, mix.seed)]
     info = {"repo_id": source.repo_id, "revision": entry.get("revision", source.revision),
             "path": entry.get("path"), "problems": entry.get("problems"), "kind": source.kind, "documents": len(lengths),
@@ -323,6 +327,8 @@ def check_packed(data_dir, tokenizer=None, max_length: int | None = None) -> dic
     except (UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
         raise UserError(f"{path}: not a pack stage manifest ({type(err).__name__}: {err}); rerun the pack stage") \
             from None
+    if manifest.get("rows") == 0:
+        raise UserError(f"{path}: the training mix has no rows; rebuild it with documents that fit in max_length")
     if max_length is not None and packed_length != max_length:
         raise UserError(f"the training mix in {data_dir} was packed to max_length={packed_length} but the fine-tune "
                         f"asks for max_length={max_length}; rebuild the mix or change finetune.max_length")
