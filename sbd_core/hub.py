@@ -17,7 +17,7 @@ def require_pinned(repo_id: str, revision: str | None) -> None:
     """Reject a missing or moving revision: results must name the exact weights or data."""
     if not revision or revision == "main" or len(revision) != 40:
         raise UserError(f"pin a revision (a 40-character commit hash) for {repo_id}, got {revision!r}: "
-                         "results must name the exact weights or data")
+                        "results must name the exact weights or data")
 
 
 def snapshot(repo_id: str, revision: str, out_dir, allow_patterns: list[str], repo_type: str = "model",

@@ -119,6 +119,26 @@ def test_every_generations_file_scores_to_the_dags_number_through_the_cli(smoke,
         assert ours["limit_applied"] == dags["limit_applied"] == {"limit": 4, "by": "benchmark stage"}, key
 
 
+def test_a_bad_input_in_a_dag_job_is_one_line_in_its_log(smoke, tmp_path):
+    """A rule runs `python -m sbd_core <stage>` with its output in the job's log: a bad generations file (a Latin-1
+    byte on line 2) fails the score job with the CLI's one line as the whole log, in a copy of the smoke run."""
+    workdir = tmp_path / "run"
+    shutil.copytree(smoke[0], workdir, symlinks=True)
+    gens = Path("results/smoke/generations/tiny-llama/sbd/topk-4/math.jsonl")
+    lines = (workdir / gens).read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b'"completion": "', b'"completion": "\xff', 1)
+    (workdir / gens).write_bytes(b"".join(lines))
+    target = "results/smoke/scores/tiny-llama/sbd/topk-4/math.json"
+    out = snakemake(workdir, target, "--forcerun", "score", "--rerun-triggers", "mtime", "--cores", "1",
+                    "--configfile", str(workdir / "smoke.yaml"), check=False)
+    assert out.returncode != 0 and job_counts(out.stdout + out.stderr) == {"score": 1}
+    log = (workdir / "results/smoke/logs/score/tiny-llama/sbd/topk-4/math.log").read_text()
+    assert "Traceback" not in log
+    assert re.fullmatch(rf"error: {re.escape(str(gens))}:2: byte 0xff at column \d+ is not UTF-8; expected UTF-8 "
+                        r"text \(one JSON object per line\)", log.strip().splitlines()[-1]), log
+    assert not (workdir / target).exists()
+
+
 def test_changing_one_solver_setting_reruns_only_its_jobs(smoke):
     workdir, config, _ = smoke
     changed = yaml.safe_load(config.read_text())

@@ -26,8 +26,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import aime25, gsm8k, humaneval_plus, lcbv6, math500, mbpp_plus, synthetic
 from ..errors import UserError
+from . import aime25, gsm8k, humaneval_plus, lcbv6, math500, mbpp_plus, synthetic
 from .base import ID_KEY, Benchmark, BenchmarkUnavailable, read_generations
 from .chat import THINKING_OFF, THINKING_ON, add_special_tokens_for
 from .lm_eval_task import TASKS_DIR

@@ -143,5 +143,5 @@ def resolve(name: str, defaults: Settings, mapping: Mapping[str, Any] | None = N
             raise UserError(f"benchmarks.{name}.{key} {err}, got {value!r}") from None
     if values.get("chat") is False and values.get("system_prompt") is not None:
         raise UserError(f"benchmarks.{name}: system_prompt applies only with chat: true; "
-                         "drop system_prompt or set chat: true")
+                        "drop system_prompt or set chat: true")
     return dataclasses.replace(defaults, **values)

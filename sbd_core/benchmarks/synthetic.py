@@ -29,10 +29,10 @@ class _Generated:
         settings = super().settings(mapping)
         if settings.chat:
             raise UserError(f"benchmarks.{self.name}.chat must be false: the synthetic tasks have plain-text prompts "
-                             "only (their tiny tokenizer has no chat template)")
+                            "only (their tiny tokenizer has no chat template)")
         if settings.limit is None:
             raise UserError(f"benchmarks.{self.name}.limit must be an integer >= 1: it is the number of test "
-                             "problems generated")
+                            "problems generated")
         return settings
 
     def _source_rows(self, settings) -> list[dict]:

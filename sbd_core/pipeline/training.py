@@ -54,7 +54,7 @@ def synthetic_pairs(data_dir: Path) -> list[tuple[str, str]]:
     pairs = [(r["prompt"], r["target"]) for f in synthetic_files(data_dir) for r in read_jsonl(f)]
     if not pairs:
         raise UserError(f"a scratch base model is pretrained on the synthetic tasks, but {data_dir} holds none: add "
-                         "{name: math, problems: N} and/or {name: code, problems: N} to data.sources")
+                        "{name: math, problems: N} and/or {name: code, problems: N} to data.sources")
     return pairs
 
 

@@ -112,12 +112,12 @@ def _check_source(entry: dict, budget: bool) -> None:
         problems = entry.get("problems")
         if isinstance(problems, bool) or not isinstance(problems, int) or problems < 1:
             raise UserError(f"source {source.name!r} is generated here: give its number of training problems, e.g. "
-                             f"{{name: {source.name}, problems: 1500}} (got problems={problems!r})")
+                            f"{{name: {source.name}, problems: 1500}} (got problems={problems!r})")
         if entry.keys() & {"path", "revision"}:
             raise UserError(f"source {source.name!r} is generated here: it takes no path or revision")
     elif "problems" in entry:
         raise UserError(f"source {source.name!r} is a hub data set: 'problems' applies to the synthetic tasks only; "
-                         "use weight and budget_tokens to size it")
+                        "use weight and budget_tokens to size it")
 
 
 # --------------------------------------------------------------------------------------------------------------- fetch
