@@ -52,9 +52,9 @@ def check_mask_token(tokenizer, model_config: dict, allow_resize: bool = False, 
 def _check_room(tokenizer, rows: int, allow_resize: bool, where: str = "") -> None:
     if len(tokenizer) >= rows and not allow_resize:
         raise UserError(
-            f"{where + ': ' if where else ''}the tokenizer has no mask token and no unused reserved special token, and its {len(tokenizer)} tokens fill "
-            f"all {rows} embedding rows; pass allow_resize=True (config: finetune.allow_resize: true) to add "
-            f"{NEW_MASK_TOKEN} and resize the embeddings"
+            f"{where + ': ' if where else ''}the tokenizer has no mask token and no unused reserved special token, and "
+            f"its {len(tokenizer)} tokens fill all {rows} embedding rows; pass allow_resize=True (config: "
+            f"finetune.allow_resize: true) to add {NEW_MASK_TOKEN} and resize the embeddings"
         )
 
 

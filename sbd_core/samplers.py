@@ -86,6 +86,9 @@ def expand_samplers(entries: list[dict]) -> dict[str, dict]:
     return samplers
 
 
+_DERIVED = ("mode", "family", "tag")  # the keys of a full spec that its solver and params determine
+
+
 def checked_sampler(spec: dict) -> dict:
     """The sampler spec a stage is given, checked and resolved: a full spec (as :func:`sampler_spec` returns it and the
     workflow passes it) or a config entry (``{"solver": "eb", "gamma": 0.1}``); UserError naming what is wrong."""
@@ -107,9 +110,6 @@ def checked_sampler(spec: dict) -> dict:
         expected = {key: resolved[key] for key in wrong}
         raise UserError(f"sampler spec: {wrong} contradict solver {name!r} with params {params}, which give {expected}")
     return resolved
-
-
-_DERIVED = ("mode", "family", "tag")  # the keys of a full spec that its solver and params determine
 
 
 def build_solver(spec: dict):
