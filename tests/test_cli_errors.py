@@ -242,6 +242,8 @@ CASES = {
                               ["duplicate (model, objective, sampler, benchmark)", "{bad}/again.json"]),
     "report/paper-table-without-columns": (lambda g, b, o: report(g, o, paper_table=text_file(b, "t.csv", "a,b\n1,2\n")),
                                            1, ["{bad}/t.csv", "missing column(s)"]),
+    "report/paper-base-not-in-the-table": (lambda g, b, o: report(g, o, paper_bases='{"m": "Llama-3.1 70B"}'), 1,
+                                           ["'Llama-3.1 70B'", "no base model of the paper table", "'Qwen-3 8B'"]),
     "report/paper-bases-not-an-object": (lambda g, b, o: report(g, o, paper_bases='"Llama-3.1 8B"'), 2,
                                          ["--paper-bases", "expected a JSON object"]),
 }
