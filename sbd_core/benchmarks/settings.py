@@ -9,7 +9,8 @@ Keys, for every benchmark:
 
 * ``max_new_tokens`` (int >= 1) and ``stop_strings`` (list of non-empty strings; null: the benchmark's convention
   for the prompt mode, see ``Benchmark.generation``): the generation settings.
-* ``limit`` (int >= 1, or null for all): evaluate the first ``limit`` problems in the test file's order.
+* ``limit`` (int >= 1, or null for all): the benchmark stage keeps the first ``limit`` problems of the source. The test
+  file it writes is the problem set: scoring it never cuts it again (``Benchmark.problem_set``).
 * ``data`` (path or null): a local file in the hub dataset's own schema instead of the download (offline runs).
 * ``chat`` (bool): true wraps the prompt in the checkpoint's chat template (the fine-tuned arms); false gives the
   plain-text prompt (base models, synthetic tasks), which never carries a system prompt.
