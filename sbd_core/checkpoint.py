@@ -54,7 +54,8 @@ def check_folder(path, weights: bool = True) -> Path:
     try:
         json.loads(config.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserError(f"{config}: not valid JSON ({err}); expected a model's config (remake the checkpoint)") from None
+        raise UserError(f"{config}: not valid JSON ({err}); expected a model's config (remake the checkpoint)") \
+            from None
     if weights:
         files = sorted(path.glob("*.safetensors"))
         if not files:
@@ -89,8 +90,9 @@ def load_tokenizer(path, trust_remote_code: bool = False):
     try:
         return AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as err:  # transformers' (and json's) errors for missing or corrupt tokenizer files
-        raise UserError(f"{path}: its tokenizer does not load ({' '.join(str(err).split())[:300]}); expected the "
-                        "tokenizer files a base or finetune stage writes (tokenizer.json, tokenizer_config.json)") from err
+        reason = " ".join(str(err).split())[:300]
+        raise UserError(f"{path}: its tokenizer does not load ({reason}); expected the tokenizer files a base or "
+                        "finetune stage writes (tokenizer.json, tokenizer_config.json)") from err
 
 
 def load(path, device: str = "cpu", dtype: str = "float32", trust_remote_code: bool = False,

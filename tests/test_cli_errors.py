@@ -99,7 +99,8 @@ def decode(good, out, model=None, test=None, sampler='{"solver": "ntp"}', decode
            runtime="{}", benchmark="math"):
     return ["decode", "--model", str(model or good["model"]), "--benchmark", benchmark,
             "--settings", settings or json.dumps(SETTINGS), "--test-file", str(test or good["test"]),
-            "--sampler-spec", sampler, "--decode-spec", decode_spec, "--runtime", runtime, "--out", str(out / "g.jsonl")]
+            "--sampler-spec", sampler, "--decode-spec", decode_spec, "--runtime", runtime,
+            "--out", str(out / "g.jsonl")]
 
 
 def score(good, out, gens=None, data=None, settings=None, benchmark="math"):
@@ -138,6 +139,24 @@ def score_file(good, bad, name, change):
 
 def missing_first(good, bad):
     return text_file(bad, "gens.jsonl", b"".join(gens_lines(good)[1:]))
+
+
+def corrupt_data(good, bad):
+    folder = copy(good["data"], bad / "data")
+    train = folder / "math" / "train.jsonl"
+    lines = train.read_text().splitlines(keepends=True)
+    train.write_text("".join(lines[:2] + ['{"prompt": "1+1", "target": \n'] + lines[2:]))
+    return folder
+
+
+def duplicated(good, bad):
+    lines = good["test"].read_text().splitlines(keepends=True)
+    return text_file(bad, "t.jsonl", "".join(lines + lines[:1]))
+
+
+def truncated_gzip(good, bad):
+    data = gzip.compress(good["test"].read_bytes())
+    return text_file(bad, "test.jsonl.gz", data[: len(data) // 2])
 
 
 # id: (argv from (good inputs, folder for bad inputs, output folder), exit status, words the one line must contain;
@@ -240,31 +259,13 @@ CASES = {
                                      ["{bad}/s.json", "accuracy", "93.5"]),
     "report/duplicate-runs": (lambda g, b, o: report(g, o, g["score"], copy(g["score"], b / "again.json")), 1,
                               ["duplicate (model, objective, sampler, benchmark)", "{bad}/again.json"]),
-    "report/paper-table-without-columns": (lambda g, b, o: report(g, o, paper_table=text_file(b, "t.csv", "a,b\n1,2\n")),
+    "report/paper-table-without-columns": (lambda g, b, o: report(g, o, paper_table=text_file(b, "t.csv", "a\n1\n")),
                                            1, ["{bad}/t.csv", "missing column(s)"]),
     "report/paper-base-not-in-the-table": (lambda g, b, o: report(g, o, paper_bases='{"m": "Llama-3.1 70B"}'), 1,
                                            ["'Llama-3.1 70B'", "no base model of the paper table", "'Qwen-3 8B'"]),
     "report/paper-bases-not-an-object": (lambda g, b, o: report(g, o, paper_bases='"Llama-3.1 8B"'), 2,
                                          ["--paper-bases", "expected a JSON object"]),
 }
-
-
-def corrupt_data(good, bad):
-    folder = copy(good["data"], bad / "data")
-    train = folder / "math" / "train.jsonl"
-    lines = train.read_text().splitlines(keepends=True)
-    train.write_text("".join(lines[:2] + ['{"prompt": "1+1", "target": \n'] + lines[2:]))
-    return folder
-
-
-def duplicated(good, bad):
-    lines = good["test"].read_text().splitlines(keepends=True)
-    return text_file(bad, "t.jsonl", "".join(lines + lines[:1]))
-
-
-def truncated_gzip(good, bad):
-    data = gzip.compress(good["test"].read_bytes())
-    return text_file(bad, "test.jsonl.gz", data[: len(data) // 2])
 
 
 @pytest.mark.parametrize("name", list(CASES))
