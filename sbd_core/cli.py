@@ -1,6 +1,19 @@
 """``python -m sbd_core <stage> ...``: run one pipeline stage by hand, with the options the Snakemake rules use.
 
 Settings that are whole config sections are passed as JSON (``--spec '{"max_steps": 10}'`` or ``--spec @file.json``).
+
+A user's mistake gets one line on stderr, ``error: <what is wrong with which input, and what is expected>``, and a
+non-zero exit status (2 for a bad command line, 1 for a bad input file or setting); ``--debug`` (or ``SBD_DEBUG=1``)
+shows its traceback. User errors are exactly:
+
+* :class:`sbd_core.errors.UserError` (a ``ValueError``), which every stage raises where it reads an input file or a
+  setting, naming the file and line or the key;
+* ``FileNotFoundError``, ``IsADirectoryError``, ``NotADirectoryError``, ``PermissionError``: an input path that is
+  missing or cannot be read;
+* a command line argparse rejects (a missing option, a JSON argument that does not parse or is not an object).
+
+Any other exception is a bug and keeps its full traceback. Snakemake's rules run this same command, so a bad input in
+a DAG run shows the same line in the job's log.
 """
 
 from __future__ import annotations
@@ -8,29 +21,52 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
 import torch
 
 from . import pipeline, report, roofline
+from .errors import UserError, user_input
 from .launch import LaunchSettings
 from .settings import RuntimeSettings, from_section
 
+USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+DEBUG_ENV = "SBD_DEBUG"
 
-def _json(text: str):
-    """A JSON argument, inline or ``@path``."""
+
+class UsageError(UserError):
+    """A command line argparse rejects."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a rejected command line raised as :class:`UsageError` (one line from :func:`main`, exit 2)
+    instead of a usage block."""
+
+    def error(self, message):
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _json(text: str) -> dict:
+    """A JSON object argument, inline or ``@path``."""
     try:
-        return json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)
-    except (OSError, json.JSONDecodeError) as err:
-        raise argparse.ArgumentTypeError(f"not valid JSON ({err}): {text[:80]!r}") from err
+        value = json.loads(Path(text[1:]).read_text(encoding="utf-8") if text.startswith("@") else text)
+    except OSError as err:
+        raise argparse.ArgumentTypeError(f"cannot read {text[1:]} ({err.strerror}); expected @<path of a JSON file>")
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({err}): {text[:80]!r}")
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object {{...}}, got {type(value).__name__}: {text[:80]!r}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m sbd_core", description=__doc__)
+    p = _Parser(prog="python -m sbd_core", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    sub = p.add_subparsers(dest="stage", required=True)
+    p.add_argument("--debug", action="store_true", help=f"show the traceback of a user error too (or {DEBUG_ENV}=1)")
+    sub = p.add_subparsers(dest="stage", required=True, parser_class=_Parser)
 
     s = sub.add_parser("data", help="training documents: hub sources downloaded, synthetic tasks generated")
     s.add_argument("--spec", type=_json, required=True,
@@ -80,7 +116,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--generations", type=Path, required=True)
     s.add_argument("--out", type=Path, required=True, help="JSON result with per-problem verdicts")
     s.add_argument("--data", type=Path, default=None,
-                   help="the test file the generations answer, in the source dataset's own schema (default: fetch it)")
+                   help="the test file the generations answer: the benchmark stage's <name>_test.jsonl (the problem "
+                        "set, never cut again) or a file in the source dataset's own schema (every row, unless "
+                        "--settings states a limit); default: fetch the benchmark's test set (its limit applies)")
     s.add_argument("--settings", type=_json, default=None, help="the benchmark's config section")
     s.add_argument("--names", type=_json, default=None, help='{"model": .., "objective": .., "sampler": ..}')
     s.add_argument("--work-dir", type=Path, default=None, help="scratch folder of the scorer (default: a temporary one)")
@@ -108,7 +146,27 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    """Run one stage; a user error is one ``error: ...`` line on stderr and exit status 1 (2 for the command line)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    try:
+        _run(_parser().parse_args([a for a in argv if a != "--debug"]))
+    except USER_ERRORS as err:
+        if debug:
+            raise
+        print(f"error: {error_line(err)}", file=sys.stderr)
+        return 2 if isinstance(err, UsageError) else 1
+    return 0
+
+
+def error_line(err: BaseException) -> str:
+    """The one-line message of a user error; an OSError raised by the system names its file."""
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+        return f"{err.filename}: {err.strerror}"
+    return " ".join(line.strip() for line in str(err).splitlines() if line.strip())
+
+
+def _run(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -120,28 +178,26 @@ def main(argv=None) -> int:
     elif args.stage == "pack":
         pipeline.run_pack(args.spec, args.base, args.data, args.out)
     elif args.stage == "finetune":
-        layout = LaunchSettings(nodes=args.nodes, processes_per_node=args.processes)
+        with user_input("--nodes/--processes"):
+            layout = LaunchSettings(nodes=args.nodes, processes_per_node=args.processes)
         pipeline.run_finetune(args.base, args.data, args.objective, args.spec, args.out, args.checkpoints,
                               args.runtime, layout, args.threads)
     elif args.stage == "benchmark":
         pipeline.run_benchmark(args.name, args.settings, args.out)
     elif args.stage == "decode":
+        runtime = from_section(RuntimeSettings, args.runtime, "runtime")
         pipeline.run_decode(args.model, args.benchmark, args.settings, args.test_file, args.sampler_spec,
-                            args.decode_spec, args.out, from_section(RuntimeSettings, args.runtime, "runtime"), progress)
+                            args.decode_spec, args.out, runtime, progress)
     elif args.stage == "score":
         pipeline.run_score(args.benchmark, args.generations, args.out, args.data, args.settings, args.names,
                            args.work_dir)
     elif args.stage == "report":
         pipeline.run_report(args.scores, args.out, args.paper_table, args.paper_bases)
     elif args.stage == "roofline":
-        try:
-            text = roofline.run_table(args.table, args.out, args.preset, args.model, args.device, args.dtype,
-                                      args.measured, args.batch, args.kv_len, args.block_size)
-        except roofline.RooflineInputError as err:
-            sys.exit(f"roofline: {err}")
+        text = roofline.run_table(args.table, args.out, args.preset, args.model, args.device, args.dtype,
+                                  args.measured, args.batch, args.kv_len, args.block_size)
         if args.out is None:
             print(text, end="")
-    return 0
 
 
 if __name__ == "__main__":

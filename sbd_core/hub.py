@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .errors import UserError
 from .io_utils import atomic_dir
 
 
 def require_pinned(repo_id: str, revision: str | None) -> None:
     """Reject a missing or moving revision: results must name the exact weights or data."""
     if not revision or revision == "main" or len(revision) != 40:
-        raise ValueError(f"pin a revision (a 40-character commit hash) for {repo_id}, got {revision!r}: "
-                         "results must name the exact weights or data")
+        raise UserError(f"pin a revision (a 40-character commit hash) for {repo_id}, got {revision!r}: "
+                        "results must name the exact weights or data")
 
 
 def snapshot(repo_id: str, revision: str, out_dir, allow_patterns: list[str], repo_type: str = "model",
@@ -38,17 +39,17 @@ def snapshot(repo_id: str, revision: str, out_dir, allow_patterns: list[str], re
 
 
 def _explain(err: BaseException, repo_id: str, revision: str, repo_type: str) -> BaseException:
-    """The download error as one that says what to do (other errors pass through unchanged)."""
+    """The download error as one that says what to do, a UserError (other errors pass through unchanged)."""
     from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError
 
     flag = "" if repo_type == "model" else f" --repo-type {repo_type}"
     if isinstance(err, GatedRepoError):
-        return RuntimeError(f"{repo_id} is gated: accept its licence on the hub and set HF_TOKEN ({err})")
+        return UserError(f"{repo_id} is gated: accept its licence on the hub and set HF_TOKEN ({err})")
     if isinstance(err, LocalEntryNotFoundError):
-        return RuntimeError(
+        return UserError(
             f"cannot download {repo_id}@{revision}: offline (HF_HUB_OFFLINE set or no network) and not in the local "
             f"cache; download it on a connected machine (huggingface-cli download {repo_id}{flag} --revision "
             f"{revision}) or point the source to a local folder")
     if isinstance(err, RepositoryNotFoundError):
-        return RuntimeError(f"{repo_id} does not exist on the hub or needs a token ({err})")
+        return UserError(f"{repo_id} does not exist on the hub or needs a token ({err})")
     return err

@@ -1,4 +1,5 @@
-"""Small file helpers: atomic bytes / text / JSON / JSON-lines writes, an atomic folder, and a JSON-lines reader.
+"""Small file helpers: atomic bytes / text / JSON / JSON-lines writes, an atomic folder, and a JSON-lines reader
+(plain or gzip).
 
 Atomic means a reader sees either the old file or the complete new one, never a half-written file: the
 data goes to a temporary file in the destination directory, is fsync'ed, and then replaces the target
@@ -7,17 +8,21 @@ with ``os.replace`` (atomic on POSIX within one file system).
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
 import tempfile
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from .errors import UserError, where
+
 __all__ = [
     "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "write_jsonl_atomic", "atomic_dir", "iter_jsonl",
-    "read_jsonl",
+    "iter_jsonl_lines", "read_jsonl",
 ]
 
 
@@ -100,19 +105,36 @@ def write_jsonl_atomic(records: Iterable[Any], path: str | os.PathLike) -> Path:
 
 
 def iter_jsonl(path: str | os.PathLike) -> Iterator[Any]:
-    """Yield the records of a JSON-lines file, skipping blank lines.
+    """Yield the records of a JSON-lines file (plain, or gzip-compressed when its name ends in ``.gz``), skipping
+    blank lines. Raises UserError naming the file and line when a line is not UTF-8 or not valid JSON."""
+    for _, record in iter_jsonl_lines(path):
+        yield record
 
-    Raises ``ValueError`` naming the file and line number when a line is not valid JSON.
-    """
+
+def iter_jsonl_lines(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
+    """``(line number, record)`` for each non-blank line of a JSON-lines file (see :func:`iter_jsonl`)."""
     path = Path(path)
-    with path.open("r", encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: invalid JSON line: {exc.msg}") from exc
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as handle:
+        try:
+            for lineno, raw in enumerate(handle, start=1):
+                if raw.strip():
+                    yield lineno, _json_line(raw, path, lineno)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # only a .gz file raises these
+            raise UserError(f"{path}: not a complete gzip file ({exc}); expected gzip-compressed JSON lines") from None
+
+
+def _json_line(raw: bytes, path: Path, lineno: int) -> Any:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{where(path, lineno)}: byte 0x{raw[exc.start]:02x} at column {exc.start + 1} is not UTF-8; "
+                        "expected UTF-8 text (one JSON object per line)") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{where(path, lineno)}: invalid JSON line ({exc.msg} at column {exc.colno}); expected one "
+                        "JSON object per line") from None
 
 
 def read_jsonl(path: str | os.PathLike) -> list[Any]:

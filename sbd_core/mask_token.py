@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from .errors import UserError
+
 NEW_MASK_TOKEN = "<|sbd_mask|>"
 CONFIG_KEY = "sbd_mask_token_id"
 _RESERVED = re.compile(r"^<\|reserved_special_token_(\d+)\|>$")
@@ -40,14 +42,25 @@ def setup_mask_token(tokenizer, model, allow_resize: bool = False) -> int:
     return int(token_id)
 
 
+def check_mask_token(tokenizer, model_config: dict, allow_resize: bool = False, where: str = "") -> None:
+    """Before loading the model (``model_config``: its ``config.json``; ``where``: the checkpoint, for the message):
+    UserError when :func:`setup_mask_token` would have to resize the embeddings and ``allow_resize`` is off."""
+    if model_config.get(CONFIG_KEY) is None and not (tokenizer.mask_token or reserved_token(tokenizer)):
+        _check_room(tokenizer, model_config.get("vocab_size", len(tokenizer)), allow_resize, where)
+
+
+def _check_room(tokenizer, rows: int, allow_resize: bool, where: str = "") -> None:
+    if len(tokenizer) >= rows and not allow_resize:
+        raise UserError(
+            f"{where + ': ' if where else ''}the tokenizer has no mask token and no unused reserved special token, and "
+            f"its {len(tokenizer)} tokens fill all {rows} embedding rows; pass allow_resize=True (config: "
+            f"finetune.allow_resize: true) to add {NEW_MASK_TOKEN} and resize the embeddings"
+        )
+
+
 def _add_new_token(tokenizer, model, allow_resize: bool) -> int:
     rows = model.get_input_embeddings().weight.shape[0]
-    if len(tokenizer) >= rows and not allow_resize:
-        raise ValueError(
-            f"the tokenizer has no mask token and no unused reserved special token, and its {len(tokenizer)} tokens fill "
-            f"all {rows} embedding rows; pass allow_resize=True (config: finetune.allow_resize: true) to add "
-            f"{NEW_MASK_TOKEN} and resize the embeddings"
-        )
+    _check_room(tokenizer, rows, allow_resize)
     tokenizer.add_special_tokens({"additional_special_tokens": [NEW_MASK_TOKEN]})
     token_id = tokenizer.convert_tokens_to_ids(NEW_MASK_TOKEN)
     if token_id >= rows:

@@ -28,6 +28,8 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
+from .errors import UserError
+
 logger = logging.getLogger(__name__)
 
 #: T(batch, width, kv_len) in seconds: ``partial(forward_time, roofline)`` or ``partial(measured_time, timing)``.
@@ -43,7 +45,7 @@ TABLE_COLUMNS = {3: ("batch", "kv_len", "block_size", "slowdown"),
                  4: ("nfe_speedup", "batch", "kv_len", "block_size", "speedup")}
 
 
-class RooflineInputError(ValueError):
+class RooflineInputError(UserError):
     """A preset, a grid or a timing file the user named is unknown or invalid (one line, naming the input)."""
 
 

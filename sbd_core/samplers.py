@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 
+from .errors import UserError, user_input
 from .solvers import COMMON_PARAMS, SOLVER_NAMES, describe_solvers, get_solver
 
 NTP = "ntp"
@@ -83,6 +84,32 @@ def expand_samplers(entries: list[dict]) -> dict[str, dict]:
                 raise ValueError(f"decode.samplers[{i}]: setting {params} repeats sampler {spec['tag']!r}")
             samplers[spec["tag"]] = spec
     return samplers
+
+
+_DERIVED = ("mode", "family", "tag")  # the keys of a full spec that its solver and params determine
+
+
+def checked_sampler(spec: dict) -> dict:
+    """The sampler spec a stage is given, checked and resolved: a full spec (as :func:`sampler_spec` returns it and the
+    workflow passes it) or a config entry (``{"solver": "eb", "gamma": 0.1}``); UserError naming what is wrong."""
+    if not isinstance(spec, dict) or "solver" not in spec:
+        raise UserError(f"sampler spec needs a 'solver' (one of {list(SAMPLER_NAMES)}), got {spec!r}")
+    entry = dict(spec)
+    name = entry.pop("solver")
+    stated, params = {}, entry  # a config entry: every other key is a parameter
+    if "params" in entry:  # a full spec
+        stated = {key: entry.pop(key) for key in _DERIVED if key in entry}
+        params = entry.pop("params")
+        if entry:
+            raise UserError(f"sampler spec: unknown key(s) {sorted(entry)} beside 'params'; a full spec has "
+                            f"{['solver', 'params', *_DERIVED]}")
+    with user_input("sampler spec"):
+        resolved = sampler_spec(name, **params)
+    wrong = {key: value for key, value in stated.items() if resolved[key] != value}
+    if wrong:
+        expected = {key: resolved[key] for key in wrong}
+        raise UserError(f"sampler spec: {wrong} contradict solver {name!r} with params {params}, which give {expected}")
+    return resolved
 
 
 def build_solver(spec: dict):

@@ -7,17 +7,57 @@ value below, whether a stage runs under Snakemake or by hand (``python -m sbd_co
 from __future__ import annotations
 
 import re
+import types
+import typing
 from dataclasses import dataclass, fields
+
+from .errors import UserError
 
 
 def from_section(cls, section: dict | None, where: str):
-    """``cls(**section)`` for a dataclass, naming the config section and the allowed keys on an unknown key."""
+    """``cls(**section)`` for a dataclass, naming the config section and the allowed keys on an unknown key
+    (UserError)."""
+    if section is not None and not isinstance(section, dict):
+        raise UserError(f"{where} must be a mapping of settings, got {section!r}")
     section = dict(section or {})
     allowed = sorted(f.name for f in fields(cls))
     unknown = sorted(set(section) - set(allowed))
     if unknown:
-        raise ValueError(f"unknown key(s) {unknown} in {where}; allowed: {allowed}")
+        raise UserError(f"unknown key(s) {unknown} in {where}; allowed: {allowed}")
+    check_types(cls, section, where)
     return cls(**section)
+
+
+def check_types(cls, section: dict, where: str) -> None:
+    """UserError naming ``<where>.<key>`` when a value of ``section`` is not of the type the dataclass ``cls``
+    declares for that key (JSON and YAML give lists for tuples and ints for floats; both are accepted)."""
+    hints = typing.get_type_hints(cls)
+    for key, value in section.items():
+        if key in hints and not _accepts(hints[key], value):
+            raise UserError(f"{where}.{key} must be {_describe(hints[key])}, got {value!r}")
+
+
+_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", type(None): "null",
+          list: "a list", tuple: "a list", dict: "a mapping"}
+
+
+def _alternatives(hint) -> tuple:
+    return typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+
+
+def _accepts(hint, value) -> bool:
+    for kind in (typing.get_origin(h) or h for h in _alternatives(hint)):
+        if kind is typing.Any or (kind is float and isinstance(value, int) and not isinstance(value, bool)):
+            return True
+        if kind is tuple and isinstance(value, list):
+            return True
+        if isinstance(kind, type) and isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+            return True
+    return False
+
+
+def _describe(hint) -> str:
+    return " or ".join(_NAMES.get(typing.get_origin(h) or h, str(h)) for h in _alternatives(hint))
 
 
 @dataclass(frozen=True)
@@ -29,12 +69,12 @@ class RuntimeSettings:
     threads: int = 2
 
     def __post_init__(self):
-        if not re.fullmatch(r"cpu|cuda(:[0-9]+)?", self.device):
-            raise ValueError(f"runtime.device must be cpu, cuda or cuda:N, got {self.device!r}")
+        if not isinstance(self.device, str) or not re.fullmatch(r"cpu|cuda(:[0-9]+)?", self.device):
+            raise UserError(f"runtime.device must be cpu, cuda or cuda:N, got {self.device!r}")
         if self.dtype not in ("float32", "bfloat16", "float16"):
-            raise ValueError(f"runtime.dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
-        if not isinstance(self.threads, int) or self.threads < 1:
-            raise ValueError(f"runtime.threads must be an integer >= 1, got {self.threads!r}")
+            raise UserError(f"runtime.dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
+            raise UserError(f"runtime.threads must be an integer >= 1, got {self.threads!r}")
 
     @property
     def gpus(self) -> int:

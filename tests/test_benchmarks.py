@@ -151,17 +151,39 @@ def test_offline_download_failure_names_the_data_setting(tmp_path, monkeypatch):
 def test_load_rejects_rows_outside_the_schema(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"question": "q"}) + "\n")
-    with pytest.raises(ValueError, match=r"row 0 lacks field\(s\) \['answer'\]; gsm8k rows need \['question', "
+    with pytest.raises(ValueError, match=r"row 1 lacks field\(s\) \['answer'\]; gsm8k rows need \['question', "
                                          r"'answer'\].*openai/gsm8k"):
         get_benchmark("gsm8k").load(bad)
     dup = tmp_path / "dup.jsonl"
     row = {k: "" for k in ("task_id", "prompt", "entry_point", "canonical_solution", "base_input", "plus_input",
                            "atol", "contract")}
     dup.write_text((json.dumps({**row, "task_id": "HumanEval/1"}) + "\n") * 2)
-    with pytest.raises(ValueError, match="problem ids repeat"):
+    with pytest.raises(ValueError, match=r"problem id 'HumanEval/1' repeats \(rows 1 and 2\)"):
         get_benchmark("humaneval_plus").load(dup)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         get_benchmark("gsm8k").load(tmp_path / "missing.jsonl")
+
+
+def test_a_test_file_the_benchmark_stage_wrote_is_never_cut_again(tmp_path):
+    """101 problems, one more than the default limit (100): scoring without settings takes all of them; a limit
+    applies where the problems are chosen (a fetch, a file in the source's schema) or when the settings state it."""
+    bench = get_benchmark("math")
+    assert bench.defaults.limit == 100
+    stage_file = bench.fetch(bench.settings({"limit": 101}), tmp_path / "stage")
+    problems, applied = bench.problem_set(stage_file, bench.settings(), None, tmp_path)
+    assert len(problems) == 101 and applied == {"limit": 101, "by": "benchmark stage"}
+    assert len(bench.problem_set(stage_file, bench.settings({"limit": 200}), 200, tmp_path)[0]) == 101
+    with pytest.raises(ValueError, match=r"stage/math_test.jsonl: the benchmark stage wrote this test file with "
+                                         r"101 problems, and limit 50 would cut it"):
+        bench.problem_set(stage_file, bench.settings({"limit": 50}), 50, tmp_path)
+    source_schema = tmp_path / "rows.jsonl"  # the source's own schema: no sbd_id
+    source_schema.write_text("".join(json.dumps({k: v for k, v in p.items() if k != ID_KEY}) + "\n"
+                                     for p in problems))
+    assert bench.problem_set(source_schema, bench.settings(), None, tmp_path)[1] == {"limit": None, "by": None}
+    cut, applied = bench.problem_set(source_schema, bench.settings({"limit": 7}), 7, tmp_path)
+    assert [p[ID_KEY] for p in cut] == [p[ID_KEY] for p in problems[:7]] and applied == {"limit": 7, "by": "settings"}
+    fetched, applied = bench.problem_set(None, bench.settings(), None, tmp_path / "fetch")
+    assert len(fetched) == 100 and applied == {"limit": 100, "by": "fetch"}
 
 
 def test_synthetic_benchmarks_generate_their_problems_and_training_rows(tmp_path):
@@ -184,10 +206,13 @@ def test_read_generations(tmp_path):
                     '{"id": "0", "completion": "a"}\n')
     assert read_generations(path) == {"0": "a", "HumanEval/1": "b"}
     path.write_text('{"id": "0", "completion": "a"}\n{"id": "0", "completion": "c"}\n')
-    with pytest.raises(ValueError, match="record 2 repeats id '0' with a different completion"):
+    with pytest.raises(ValueError, match="g.jsonl:2: id '0' repeats with a different completion"):
         read_generations(path)
-    path.write_text('{"id": "0", "text": "a"}\n')
-    with pytest.raises(ValueError, match="record 1 needs an 'id' and a string 'completion'"):
+    path.write_text('\n{"id": "0", "text": "a"}\n')
+    with pytest.raises(ValueError, match="g.jsonl:2: a generations record needs an 'id' and a string 'completion'"):
+        read_generations(path)
+    path.write_text("\n")
+    with pytest.raises(ValueError, match="g.jsonl: no generations"):
         read_generations(path)
 
 

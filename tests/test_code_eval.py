@@ -48,8 +48,10 @@ CASES = {  # name: (problem, sample or None, expected (base_status, plus_status)
     "no_entry_point": (problem(6, ABS, "my_abs", "    return abs(x)\n", [[1]], [[2]]),
                        "    return x\nmy_abs = None\n", ("fail",) * 2),
     "syntax_error": (problem(7, ABS, "my_abs", "    return abs(x)\n", [[1]], [[2]]), "    return )\n", ("fail",) * 2),
+    # never returns on a negative input: the per-input limit, max(1 s, 4x the reference), always cuts it, however
+    # loaded the machine (a sleep just past the limit would race it)
     "slow_input": (problem(8, ABS, "my_abs", "    return abs(x)\n", [[1]], [[-2]]),
-                   "    import time\n    time.sleep(1.5) if x < 0 else None\n    return abs(x)\n", ("pass", "fail")),
+                   "    while x < 0:\n        pass\n    return abs(x)\n", ("pass", "fail")),
     "catches_timeouts": (problem(9, ABS, "my_abs", "    return abs(x)\n", [[1]], [[2]]), CATCH_TIMEOUTS,
                          ("timeout", "timeout")),
     "exits_early": (problem(10, ABS, "my_abs", "    return abs(x)\n", [[1], [2]], [[3]]),

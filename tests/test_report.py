@@ -259,8 +259,9 @@ def test_cli_report(score_paths, tmp_path):
     bad.write_text("[]")
     out2 = tmp_path / "cli_bad"
     proc = run_cli("--scores", *map(str, score_paths), str(bad), "--out", str(out2), "--paper-table", str(paper))
-    assert proc.returncode != 0
-    assert "ScoreFileError" in proc.stderr and "broken_score.json" in proc.stderr
+    assert proc.returncode == 1  # a user's mistake: one line naming the file, no traceback
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: score file ") and "Traceback" not in proc.stderr
+    assert "broken_score.json: expected a JSON object" in proc.stderr
     assert not out2.exists() or not any(out2.iterdir())
 
 

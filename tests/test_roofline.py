@@ -190,16 +190,21 @@ def test_every_device_names_its_source_and_has_the_bf16_attention_peak():
         assert set(device.dense_flops) <= set(rf.BYTES_PER_ELEMENT)
 
 
+def error_of(capsys, argv) -> str:
+    """The one stderr line of a command that fails on its input (exit status 1)."""
+    assert main(argv) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    return lines[0][len("error: "):]
+
+
 def test_the_command_rejects_mixed_sources_in_one_line(capsys):
-    with pytest.raises(SystemExit) as err:
-        main(["roofline", "--preset", "paper", "--model", "qwen-3-8b", "--table", "3"])
-    assert str(err.value).startswith("roofline: preset 'paper' fixes the model, device and dtype")
-    with pytest.raises(SystemExit) as err:
-        main(["roofline", "--model", "qwen-3-8b", "--device", "a100", "--dtype", "fp8", "--table", "3"])
-    assert "has no fp8" in str(err.value)
-    with pytest.raises(SystemExit) as err:
-        main(["roofline", "--preset", "paper", "--table", "4", "--batch", "0", "4"])
-    assert str(err.value) == "roofline: batches must be integers >= 1, got [0, 4]"
+    message = error_of(capsys, ["roofline", "--preset", "paper", "--model", "qwen-3-8b", "--table", "3"])
+    assert message.startswith("preset 'paper' fixes the model, device and dtype")
+    message = error_of(capsys, ["roofline", "--model", "qwen-3-8b", "--device", "a100", "--dtype", "fp8", "--table", "3"])
+    assert "has no fp8" in message
+    message = error_of(capsys, ["roofline", "--preset", "paper", "--table", "4", "--batch", "0", "4"])
+    assert message == "batches must be integers >= 1, got [0, 4]"
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -294,7 +299,7 @@ def test_bad_timing_files_are_rejected_naming_the_file_and_field(tmp_path, chang
         rf.load_timing(path)
 
 
-def test_unreadable_timing_files_are_rejected(tmp_path):
+def test_unreadable_timing_files_are_rejected(tmp_path, capsys):
     path = tmp_path / "t.json"
     with pytest.raises(rf.TimingFileError, match="t.json: not found"):
         rf.load_timing(path)
@@ -307,6 +312,5 @@ def test_unreadable_timing_files_are_rejected(tmp_path):
     doc = _timing_doc()
     del doc["dtype"]
     path.write_text(json.dumps(doc))
-    with pytest.raises(SystemExit) as err:
-        main(["roofline", "--measured", str(path), "--table", "3"])
-    assert str(err.value) == f"roofline: timing file {path}: missing field 'dtype'"
+    assert error_of(capsys, ["roofline", "--measured", str(path), "--table", "3"]) == \
+        f"timing file {path}: missing field 'dtype'"

@@ -64,19 +64,27 @@ def test_finetune_stage_goes_through_the_launcher_with_its_layout(tmp_path, monk
     calls = []
     monkeypatch.setattr(pipeline.training, "launch", lambda request, processes, nodes: calls.append(
         (request, processes, nodes)))
-    (tmp_path / "base").mkdir()
-    spec = {"max_steps": 3, "max_length": 64, "allow_resize": True}
-    pipeline.run_finetune(tmp_path / "base", tmp_path / "packed", "sbd", spec, tmp_path / "out", tmp_path / "ckpt",
+    tok = char_tokenizer()
+    base = checkpoint.save(tiny_model("llama", len(tok)), tok, tmp_path / "base")
+    sources = [{"name": "math", "problems": 4}]
+    pipeline.run_data({"sources": sources}, tmp_path / "data")
+    pipeline.run_pack({"sources": sources, "packing": False, "max_length": 512}, base, tmp_path / "data",
+                      tmp_path / "packed")
+    spec = {"max_steps": 3, "max_length": 512, "allow_resize": True}
+    pipeline.run_finetune(base, tmp_path / "packed", "sbd", spec, tmp_path / "out", tmp_path / "ckpt",
                           {"device": "cuda"}, LaunchSettings(nodes=2, processes_per_node=4), threads=16)
     (request, processes, nodes), = calls
     assert (processes, nodes) == (4, 2)
-    assert request["train"] == {"max_steps": 3, "max_length": 64} and request["allow_resize"] is True
+    assert request["train"] == {"max_steps": 3, "max_length": 512} and request["allow_resize"] is True
     assert request["device"] == "cuda" and request["threads"] == 4 and request["objective"] == "sbd"
     assert request["extra_files"]["provenance.json"]["settings"]["objective"] == "sbd"
     launch.check_request(request)
     with pytest.raises(ValueError, match="unknown training setting"):
-        pipeline.run_finetune(tmp_path / "base", tmp_path / "packed", "sbd", {"max_step": 3}, tmp_path / "out",
+        pipeline.run_finetune(base, tmp_path / "packed", "sbd", {"max_step": 3}, tmp_path / "out", tmp_path / "ckpt")
+    with pytest.raises(ValueError, match="packed to max_length=512 but the fine-tune asks for max_length=256"):
+        pipeline.run_finetune(base, tmp_path / "packed", "sbd", {"max_length": 256}, tmp_path / "out",
                               tmp_path / "ckpt")
+    assert len(calls) == 1  # both refused before any process starts
 
 
 def test_layout_is_checked_before_any_job():

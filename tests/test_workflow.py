@@ -1,6 +1,7 @@
 """The whole DAG through Snakemake on the smoke config, partial reruns, the HTML report and config errors."""
 
 import csv
+import dataclasses
 import json
 import os
 import re
@@ -12,6 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sbd_core import cli
+from sbd_core.benchmarks import get_benchmark
+
 ROOT = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile")]
 pytestmark = pytest.mark.workflow
@@ -19,8 +23,10 @@ pytestmark = pytest.mark.workflow
 
 def snakemake(workdir: Path, *args, check=True):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    # a guard against a hung run only: the smoke DAG takes about a minute, but 8-10 minutes on a 2-core machine
+    # under a load of 12 (measured), so the guard is far above that
     out = subprocess.run(SNAKEMAKE + ["--directory", str(workdir), *args], capture_output=True, text=True, env=env,
-                         timeout=600)
+                         timeout=1800)
     if check and out.returncode != 0:
         raise AssertionError(f"snakemake {args} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
     return out
@@ -87,6 +93,52 @@ def test_outputs_record_provenance(smoke):
     decoded = json.loads((workdir / "results/smoke/generations/tiny-llama/sbd/topk-4/code.jsonl.provenance.json")
                          .read_text())["settings"]
     assert decoded["sampler_spec"]["tag"] == "topk-4" and decoded["total_wall_time_s"] > 0
+
+
+def test_every_generations_file_scores_to_the_dags_number_through_the_cli(smoke, tmp_path, monkeypatch):
+    """The README's `python -m sbd_core score` with only --benchmark --generations --data --out, on each of the DAG's
+    generations files, gives its score file's number and summary.csv's. The benchmarks' default limit is set below
+    the run's 4 problems first, as the shipped default (100) is below the embedded run's 200: a scorer that cut the
+    benchmark stage's test file again would fail here."""
+    run = smoke[0] / "results" / "smoke"
+    for name in ("math", "code"):
+        bench = get_benchmark(name)
+        monkeypatch.setattr(bench, "defaults", dataclasses.replace(bench.defaults, limit=2))
+    summary = {tuple(r[k] for k in ("model", "objective", "sampler", "benchmark")): float(r["accuracy"])
+               for r in csv.DictReader(open(run / "report" / "summary.csv"))}
+    generations = sorted((run / "generations").glob("*/*/*/*.jsonl"))
+    assert len(generations) == len(summary) == 6
+    for path in generations:
+        key = (*path.parts[-4:-1], path.stem)
+        out = tmp_path / ("-".join(key) + ".json")
+        argv = ["score", "--benchmark", path.stem, "--generations", str(path),
+                "--data", str(run / "benchmarks" / f"{path.stem}_test.jsonl"), "--out", str(out)]
+        assert cli.main(argv) == 0
+        ours, dags = json.loads(out.read_text()), json.loads((run / "scores" / Path(*key)).with_suffix(".json")
+                                                             .read_text())
+        assert ours["accuracy"] == dags["accuracy"] == summary[key], key
+        assert ours["n"] == dags["n"] == 4 and ours["per_problem"] == dags["per_problem"], key
+        assert ours["limit_applied"] == dags["limit_applied"] == {"limit": 4, "by": "benchmark stage"}, key
+
+
+def test_a_bad_input_in_a_dag_job_is_one_line_in_its_log(smoke, tmp_path):
+    """A rule runs `python -m sbd_core <stage>` with its output in the job's log: a bad generations file (a Latin-1
+    byte on line 2) fails the score job with the CLI's one line as the whole log, in a copy of the smoke run."""
+    workdir = tmp_path / "run"
+    shutil.copytree(smoke[0], workdir, symlinks=True)
+    gens = Path("results/smoke/generations/tiny-llama/sbd/topk-4/math.jsonl")
+    lines = (workdir / gens).read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b'"completion": "', b'"completion": "\xff', 1)
+    (workdir / gens).write_bytes(b"".join(lines))
+    target = "results/smoke/scores/tiny-llama/sbd/topk-4/math.json"
+    out = snakemake(workdir, target, "--forcerun", "score", "--rerun-triggers", "mtime", "--cores", "1",
+                    "--configfile", str(workdir / "smoke.yaml"), check=False)
+    assert out.returncode != 0 and job_counts(out.stdout + out.stderr) == {"score": 1}
+    log = (workdir / "results/smoke/logs/score/tiny-llama/sbd/topk-4/math.log").read_text()
+    assert "Traceback" not in log
+    assert re.fullmatch(rf"error: {re.escape(str(gens))}:2: byte 0xff at column \d+ is not UTF-8; expected UTF-8 "
+                        r"text \(one JSON object per line\)", log.strip().splitlines()[-1]), log
+    assert not (workdir / target).exists()
 
 
 def test_changing_one_solver_setting_reruns_only_its_jobs(smoke):

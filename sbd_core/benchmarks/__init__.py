@@ -26,6 +26,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..errors import UserError
 from . import aime25, gsm8k, humaneval_plus, lcbv6, math500, mbpp_plus, synthetic
 from .base import ID_KEY, Benchmark, BenchmarkUnavailable, read_generations
 from .chat import THINKING_OFF, THINKING_ON, add_special_tokens_for
@@ -46,9 +47,9 @@ PAPER_COLUMNS: tuple[str, ...] = tuple(b.paper_column for b in _ALL if b.paper_c
 
 
 def get_benchmark(name: str) -> Benchmark:
-    """The registered benchmark ``name``; ValueError naming the registered ones otherwise."""
+    """The registered benchmark ``name``; UserError naming the registered ones otherwise."""
     if name not in BENCHMARKS:
-        raise ValueError(f"unknown benchmark {name!r}; registered: {sorted(BENCHMARKS)}")
+        raise UserError(f"unknown benchmark {name!r}; registered: {sorted(BENCHMARKS)}")
     return BENCHMARKS[name]
 
 
@@ -62,18 +63,22 @@ def describe_benchmarks() -> dict[str, dict]:
 def score_generations(name: str, generations: str | Path, data: str | Path | None = None,
                       settings: Mapping[str, Any] | None = None, work_dir: str | Path | None = None) -> dict:
     """Score a generations file (``{"id", "completion"}`` per line): ``{"benchmark", "accuracy", "metrics", "n",
-    "per_problem", "generations", "data"}``.
+    "per_problem", "generations", "data", "limit_applied"}``.
 
-    ``data`` is the test file the generations answer (written by ``fetch``, or a file in the source's own schema);
-    without it the benchmark's own test set is fetched. ``settings`` is the benchmark's config section (its
-    ``limit`` selects the first problems). ``work_dir`` holds the scorer's scratch files (a temporary folder if None).
-    The CLI's ``python -m sbd_core score`` writes this result (see :func:`sbd_core.pipeline.run_score`).
+    ``data`` is the test file the generations answer: one the benchmark stage wrote is the problem set and is never
+    cut again; a file in the source's own schema is cut only to a ``limit`` the settings state. Without ``data`` the
+    benchmark's own test set is fetched, and its ``limit`` (stated or the default) applies there, as in the benchmark
+    stage. ``limit_applied`` records which limit chose the problems and where (:meth:`Benchmark.problem_set`).
+    ``settings`` is the benchmark's config section; ``work_dir`` holds the scorer's scratch files (a temporary folder
+    if None). The CLI's ``python -m sbd_core score`` writes this result (see :func:`sbd_core.pipeline.run_score`).
     """
     bench = get_benchmark(name)
     resolved = bench.settings(settings)
+    stated_limit = resolved.limit if settings and "limit" in settings else None
     completions = read_generations(generations)
     with tempfile.TemporaryDirectory(prefix=f"score_{name}_", dir=work_dir) as tmp:
-        path = Path(data) if data is not None else bench.fetch(resolved, tmp)
-        problems = bench.load(path)[:resolved.limit]
+        problems, limit_applied = bench.problem_set(data, resolved, stated_limit, tmp)
+        bench.check_completions(problems, completions, f"{generations} (answering {data or bench.source})")
         return {"benchmark": name, **bench.score(problems, completions, tmp, resolved),
-                "generations": str(generations), "data": str(data) if data is not None else bench.source}
+                "generations": str(generations), "data": str(data) if data is not None else bench.source,
+                "limit_applied": limit_applied}

@@ -1,29 +1,32 @@
 """What every benchmark has in common: its settings, its test file and the generations file it scores.
 
-A benchmark's test file (written by :meth:`Benchmark.fetch`) holds one JSON object per problem: the row in the source
-dataset's own schema plus ``sbd_id``, the problem id (see :func:`problem_id`). A generations file holds one JSON object
-per line, ``{"id": <problem id>, "completion": "<text after the prompt>"}`` (``task_id`` is accepted for ``id``).
+A benchmark's test file (written by :meth:`Benchmark.fetch`, the benchmark stage) holds one JSON object per problem: the
+row in the source dataset's own schema plus ``sbd_id``, the problem id (see :func:`problem_id`). It is the problem set:
+the stage's ``limit`` chose it, and scoring never cuts it again (:meth:`Benchmark.problem_set`). A generations file holds
+one JSON object per line, ``{"id": <problem id>, "completion": "<text after the prompt>"}`` (``task_id`` is accepted
+for ``id``).
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping
 
-from sbd_core.io_utils import iter_jsonl, write_json_atomic, write_jsonl_atomic
+from sbd_core.errors import UserError, where
+from sbd_core.io_utils import iter_jsonl, iter_jsonl_lines, write_json_atomic, write_jsonl_atomic
 
 from .settings import Settings, resolve
 
-__all__ = ["Benchmark", "BenchmarkUnavailable", "ID_KEY", "problem_id", "read_rows", "read_generations"]
+__all__ = ["Benchmark", "BenchmarkUnavailable", "ID_KEY", "problem_id", "read_rows", "read_generations",
+           "is_test_file"]
 
 ID_KEY = "sbd_id"  # a key no source dataset uses, so a dataset's own "id" column is never overwritten
 
 
-class BenchmarkUnavailable(RuntimeError):
+class BenchmarkUnavailable(UserError):
     """The benchmark is registered but cannot be run yet (its ``reason`` says why)."""
 
 
@@ -40,26 +43,32 @@ def read_rows(path: str | Path) -> list[dict]:
     """The records of a JSON-lines file, plain or gzip-compressed (``.gz``)."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"benchmark data file {path} does not exist")
-    if path.suffix != ".gz":
-        return list(iter_jsonl(path))
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+        raise FileNotFoundError(f"benchmark data file {path} does not exist (expected a JSON-lines test file)")
+    return list(iter_jsonl(path))
+
+
+def is_test_file(rows: list) -> bool:
+    """Whether ``rows`` are a test file the benchmark stage wrote: every row carries its ``sbd_id``, a key no source
+    dataset has."""
+    return bool(rows) and all(isinstance(row, dict) and ID_KEY in row for row in rows)
 
 
 def read_generations(path: str | Path) -> dict[str, str]:
-    """``{problem id: completion}`` from a generations file; ValueError on a malformed record or a repeated id with a
-    different completion."""
+    """``{problem id: completion}`` from a generations file; UserError naming the file and line on a malformed
+    record or a repeated id with a different completion, and on a file without records."""
     completions: dict[str, str] = {}
-    for n, record in enumerate(iter_jsonl(path), start=1):
+    for line, record in iter_jsonl_lines(path):
         key = record.get("id", record.get("task_id")) if isinstance(record, dict) else None
         if key is None or not isinstance(record.get("completion"), str):
-            raise ValueError(f"{path}: record {n} needs an 'id' and a string 'completion', e.g. "
-                             '{"id": "0", "completion": "..."}')
+            raise UserError(f"{where(path, line)}: a generations record needs an 'id' and a string 'completion', "
+                            'e.g. {"id": "0", "completion": "..."}')
         key = str(key)
         if completions.get(key, record["completion"]) != record["completion"]:
-            raise ValueError(f"{path}: record {n} repeats id {key!r} with a different completion")
+            raise UserError(f"{where(path, line)}: id {key!r} repeats with a different completion; each problem "
+                            "has one completion")
         completions[key] = record["completion"]
+    if not completions:
+        raise UserError(f"{path}: no generations; expected one {{\"id\": ..., \"completion\": ...}} per line")
     return completions
 
 
@@ -129,19 +138,50 @@ class Benchmark:
         """The problems of a test file written by :meth:`fetch`, or of a file in the source's own schema."""
         return self.problems(read_rows(path), path)
 
+    def problem_set(self, data: str | Path | None, settings: Settings, stated_limit: int | None,
+                    work_dir: str | Path) -> tuple[list[dict], dict]:
+        """The problems a generations file answers, and the limit that chose them (``{"limit", "by"}``).
+
+        * no ``data``: the benchmark's own test set, fetched into ``work_dir`` as the benchmark stage does, so the
+          settings' ``limit`` (stated or the default) chooses the problems (``by: "fetch"``);
+        * ``data`` written by the benchmark stage (:func:`is_test_file`): it is the problem set and is never cut again
+          (``by: "benchmark stage"``, with the limit its provenance record names); a ``stated_limit`` that would cut
+          it is a UserError;
+        * ``data`` in the source's own schema: every row, or the first ``stated_limit`` (``by: "settings"``).
+
+        ``stated_limit``: the limit the user gave (None when the settings do not name one).
+        """
+        if data is None:
+            return self.load(self.fetch(settings, work_dir)), {"limit": settings.limit, "by": "fetch"}
+        rows = read_rows(data)
+        problems = self.problems(rows, data)
+        if is_test_file(rows):
+            if stated_limit is not None and stated_limit < len(problems):
+                raise UserError(f"{data}: the benchmark stage wrote this test file with {len(problems)} problems, "
+                                f"and limit {stated_limit} would cut it; a test file is the problem set: drop 'limit' "
+                                "from the settings, or rerun the benchmark stage with that limit")
+            return problems, {"limit": _stage_limit(data), "by": "benchmark stage"}
+        if stated_limit is not None:
+            return problems[:stated_limit], {"limit": stated_limit, "by": "settings"}
+        return problems, {"limit": None, "by": None}
+
     def problems(self, rows: list, origin) -> list[dict]:
-        """Source rows as problems: each with its id (:func:`problem_id`) under ``sbd_id``. ValueError naming
+        """Source rows as problems: each with its id (:func:`problem_id`) under ``sbd_id``. UserError naming
         ``origin`` when there are none, a row lacks a required field, or ids repeat."""
         if not rows:
-            raise ValueError(f"{origin}: no problems")
+            raise UserError(f"{origin}: no problems (an empty test file); expected one JSON object per problem")
         for n, row in enumerate(rows):
             missing = [k for k in self.required_fields if not isinstance(row, dict) or k not in row]
             if missing:
-                raise ValueError(f"{origin}: row {n} lacks field(s) {missing}; {self.name} rows need "
-                                 f"{list(self.required_fields)} (the schema of its source, {self.source})")
+                raise UserError(f"{origin}: row {n + 1} lacks field(s) {missing}; {self.name} rows need "
+                                f"{list(self.required_fields)} (the schema of its source, {self.source})")
         problems = [self._prepare({**row, ID_KEY: problem_id(row, i)}) for i, row in enumerate(rows)]
-        if len({p[ID_KEY] for p in problems}) != len(problems):
-            raise ValueError(f"{origin}: problem ids repeat; each problem needs its own id")
+        first_row: dict[str, int] = {}
+        for n, problem in enumerate(problems, start=1):
+            if problem[ID_KEY] in first_row:
+                raise UserError(f"{origin}: problem id {problem[ID_KEY]!r} repeats (rows {first_row[problem[ID_KEY]]} "
+                                f"and {n}); each problem needs its own id")
+            first_row[problem[ID_KEY]] = n
         return problems
 
     def _prepare(self, problem: dict) -> dict:
@@ -170,11 +210,22 @@ class Benchmark:
         """
         raise NotImplementedError
 
-    def _check_completions(self, problems: list[dict], completions: Mapping[str, str]) -> None:
+    def check_completions(self, problems: list[dict], completions: Mapping[str, str],
+                           origin: str | None = None) -> None:
+        """UserError unless ``completions`` answer exactly ``problems`` (``origin``: the files, for the message)."""
         ids = [p[ID_KEY] for p in problems]
         missing = [i for i in ids if i not in completions]
         unknown = sorted(set(completions) - set(ids))
         if missing or unknown:
-            raise ValueError(f"{self.name}: {len(missing)} of {len(ids)} problems have no completion "
-                             f"(first: {missing[:3]}) and {len(unknown)} completions name no problem "
-                             f"(first: {unknown[:3]}); generations must cover exactly the test file's problems")
+            raise UserError(f"{origin or self.name}: {len(missing)} of {len(ids)} problems have no completion "
+                            f"(first: {missing[:3]}) and {len(unknown)} completions name no problem "
+                            f"(first: {unknown[:3]}); generations must cover exactly the test file's problems")
+
+
+def _stage_limit(test_file: str | Path) -> int | None:
+    """The ``limit`` the benchmark stage recorded for ``test_file`` (None: none, or no provenance record beside it)."""
+    record = Path(str(test_file) + ".provenance.json")
+    try:
+        return json.loads(record.read_text())["settings"]["limit"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

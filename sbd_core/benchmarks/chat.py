@@ -11,6 +11,8 @@ mix uses). Plain-text prompts (base models, synthetic tasks) use no template and
 
 from __future__ import annotations
 
+from sbd_core.errors import UserError
+
 __all__ = ["THINKING_ON", "THINKING_OFF", "render_chat", "chat_messages", "add_special_tokens_for"]
 
 THINKING_ON = "detailed thinking on"
@@ -23,12 +25,12 @@ def render_chat(tokenizer, messages: list[dict], add_generation_prompt: bool = T
 
     ``add_generation_prompt=False`` continues the final (assistant) message instead of opening a new turn, unless
     ``continue_final_message`` says otherwise (evalplus renders the whole chat and cuts it itself).
-    Raises ValueError when the tokenizer has no chat template; a template error (e.g. a template that rejects a system
+    Raises UserError (a ValueError) when the tokenizer has no chat template; a template error (e.g. a template that rejects a system
     message) propagates instead of being papered over by dropping the message.
     """
     if not getattr(tokenizer, "chat_template", None):
         name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
-        raise ValueError(
+        raise UserError(
             f"tokenizer {name!r} has no chat template, so chat prompts cannot be built; set the benchmark's "
             "'chat: false' for plain-text prompts (base models), or use a checkpoint that carries a chat template")
     if continue_final_message is None:

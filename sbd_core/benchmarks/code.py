@@ -20,6 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
+from sbd_core.errors import UserError
+
 from .base import ID_KEY, Benchmark
 from .chat import chat_messages, render_chat
 from .settings import CodeSettings
@@ -65,8 +67,8 @@ class CodeBenchmark(Benchmark):
         try:
             make_cache(url, path)
         except Exception as err:  # noqa: BLE001 (any download failure gets the same hint)
-            raise RuntimeError(f"{self.name}: could not download {url} ({err}); offline, set "
-                               f"benchmarks.{self.name}.data to a local copy in evalplus's schema") from err
+            raise UserError(f"{self.name}: could not download {url} ({err}); offline, set "
+                            f"benchmarks.{self.name}.data to a local copy in evalplus's schema") from err
         return list(stream_jsonl(path))
 
     def default_stops(self, chat: bool) -> tuple[str, ...]:
@@ -92,7 +94,7 @@ class CodeBenchmark(Benchmark):
         """pass@1 on the base and the plus inputs (accuracy: plus, i.e. passing both) from the code scorer."""
         from sbd_core.evaluation.code import evaluate_code
 
-        self._check_completions(problems, completions)
+        self.check_completions(problems, completions)
         programs = {p[ID_KEY]: self.program(p, completions[p[ID_KEY]], settings) for p in problems}  # by task_id
         rows = [{k: v for k, v in p.items() if k != ID_KEY} for p in problems]
         result = evaluate_code(rows, programs, Path(work_dir), dataset=self.dataset, completion_format="program",

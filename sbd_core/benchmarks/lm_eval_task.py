@@ -113,7 +113,7 @@ class LmEvalBenchmark(Benchmark):
 
         from sbd_core.evaluation.lm_eval_model import ReplayLM
 
-        self._check_completions(problems, completions)
+        self.check_completions(problems, completions)
         work_dir = Path(work_dir).resolve()
         write_lm_eval_task(self, problems, settings, work_dir)
         results = lm_eval.simple_evaluate(

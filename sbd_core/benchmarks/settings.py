@@ -9,7 +9,8 @@ Keys, for every benchmark:
 
 * ``max_new_tokens`` (int >= 1) and ``stop_strings`` (list of non-empty strings; null: the benchmark's convention
   for the prompt mode, see ``Benchmark.generation``): the generation settings.
-* ``limit`` (int >= 1, or null for all): evaluate the first ``limit`` problems in the test file's order.
+* ``limit`` (int >= 1, or null for all): the benchmark stage keeps the first ``limit`` problems of the source. The test
+  file it writes is the problem set: scoring it never cuts it again (``Benchmark.problem_set``).
 * ``data`` (path or null): a local file in the hub dataset's own schema instead of the download (offline runs).
 * ``chat`` (bool): true wraps the prompt in the checkpoint's chat template (the fine-tuned arms); false gives the
   plain-text prompt (base models, synthetic tasks), which never carries a system prompt.
@@ -26,6 +27,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from sbd_core.errors import UserError
 from sbd_core.evaluation import limits
 
 __all__ = ["Settings", "CodeSettings", "GeneratedSettings", "GeneratedCodeSettings", "resolve"]
@@ -124,23 +126,23 @@ class GeneratedCodeSettings(CodeSettings, GeneratedSettings):
 def resolve(name: str, defaults: Settings, mapping: Mapping[str, Any] | None = None) -> Settings:
     """``defaults`` with the keys of ``mapping`` (one benchmark's config section) applied and validated.
 
-    Raises ValueError naming ``benchmarks.<name>.<key>``, the bad value and the allowed keys or values.
+    Raises UserError naming ``benchmarks.<name>.<key>``, the bad value and the allowed keys or values.
     """
     if mapping is None:
         return defaults
     if not isinstance(mapping, Mapping):
-        raise ValueError(f"benchmarks.{name} must be a mapping of settings, got {mapping!r}")
+        raise UserError(f"benchmarks.{name} must be a mapping of settings, got {mapping!r}")
     known = {f.name: f for f in dataclasses.fields(defaults)}
     unknown = sorted(set(mapping) - set(known))
     if unknown:
-        raise ValueError(f"benchmarks.{name}: unknown setting(s) {unknown}; allowed: {sorted(known)}")
+        raise UserError(f"benchmarks.{name}: unknown setting(s) {unknown}; allowed: {sorted(known)}")
     values = {}
     for key, value in mapping.items():
         try:
             values[key] = known[key].metadata["check"](value)
         except ValueError as err:
-            raise ValueError(f"benchmarks.{name}.{key} {err}, got {value!r}") from None
+            raise UserError(f"benchmarks.{name}.{key} {err}, got {value!r}") from None
     if values.get("chat") is False and values.get("system_prompt") is not None:
-        raise ValueError(f"benchmarks.{name}: system_prompt applies only with chat: true; "
-                         "drop system_prompt or set chat: true")
+        raise UserError(f"benchmarks.{name}: system_prompt applies only with chat: true; "
+                        "drop system_prompt or set chat: true")
     return dataclasses.replace(defaults, **values)

@@ -9,6 +9,7 @@ trained on (:meth:`training_rows`). Prompts are the task modules' plain text (``
 
 from __future__ import annotations
 
+from sbd_core.errors import UserError
 from sbd_core.tasks import get_task
 
 from .code import CodeBenchmark
@@ -27,11 +28,11 @@ class _Generated:
         """The validated settings; ``chat`` must be false and ``limit`` (the number of test problems) set."""
         settings = super().settings(mapping)
         if settings.chat:
-            raise ValueError(f"benchmarks.{self.name}.chat must be false: the synthetic tasks have plain-text prompts "
-                             "only (their tiny tokenizer has no chat template)")
+            raise UserError(f"benchmarks.{self.name}.chat must be false: the synthetic tasks have plain-text prompts "
+                            "only (their tiny tokenizer has no chat template)")
         if settings.limit is None:
-            raise ValueError(f"benchmarks.{self.name}.limit must be an integer >= 1: it is the number of test "
-                             "problems generated")
+            raise UserError(f"benchmarks.{self.name}.limit must be an integer >= 1: it is the number of test "
+                            "problems generated")
         return settings
 
     def _source_rows(self, settings) -> list[dict]:

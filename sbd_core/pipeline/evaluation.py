@@ -18,11 +18,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 
 from .. import checkpoint
-from ..benchmarks import ID_KEY, add_special_tokens_for, get_benchmark, read_generations
+from ..benchmarks import ID_KEY, add_special_tokens_for, get_benchmark
+from ..errors import UserError, user_input
 from ..io_utils import read_jsonl, write_json_atomic, write_jsonl_atomic
 from ..provenance import provenance
 from ..settings import RuntimeSettings
@@ -43,30 +44,52 @@ def _model_recipe(model_dir: Path) -> dict:
     return {key: settings[key] for key in ("objective", "departures") if key in settings}
 
 
+_SET_BY_THE_STAGE = ("mode", "max_new_tokens", "stop_strings", "add_special_tokens")  # DecodeConfig keys decode sets
+
+
+def decode_options(decode_spec: dict | None) -> tuple[dict, int]:
+    """The decode spec (the config's ``decode`` section without the samplers) as ``(DecodeConfig keys,
+    timing_repeats)``, checked: UserError naming an unknown key (with the allowed ones) or a bad value."""
+    from ..decode import DecodeConfig
+
+    options = dict(decode_spec or {})
+    allowed = sorted({f.name for f in fields(DecodeConfig)} - set(_SET_BY_THE_STAGE) | {"timing_repeats"})
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise UserError(f"decode spec: unknown key(s) {unknown}; allowed: {allowed} (the sampler and the benchmark's "
+                        f"settings set {list(_SET_BY_THE_STAGE)})")
+    repeats = options.pop("timing_repeats", 1)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise UserError(f"decode spec: timing_repeats must be an integer >= 1, got {repeats!r}")
+    with user_input("decode spec"):
+        DecodeConfig(**options)
+    return options, repeats
+
+
 def run_decode(model_dir: Path, benchmark: str, benchmark_settings: dict | None, test_file: Path, sampler_spec: dict,
                decode_spec: dict, out_path: Path, runtime: RuntimeSettings = RuntimeSettings(),
                progress: bool = True) -> None:
     """Decode the benchmark's test problems with one sampler; one JSON line per problem with completion and cost.
 
+    ``sampler_spec``: a spec of :func:`sbd_core.samplers.sampler_spec`, or a config entry ``{"solver": .., param: ..}``.
     ``decode_spec``: DecodeConfig keys plus ``timing_repeats`` (default 1): the problems are decoded that many times and
     the fastest wall time is recorded (short CPU decodes vary by tens of percent between runs; the fastest of a few is
-    the steady figure); the generations stored are the first run's."""
+    the steady figure); the generations stored are the first run's. Every input is checked before the model loads."""
     from ..decode import BlockDecoder, DecodeConfig
-    from ..samplers import build_solver
+    from ..samplers import build_solver, checked_sampler
 
     bench = get_benchmark(benchmark)
     settings = bench.settings(benchmark_settings)
-    model, tokenizer = checkpoint.load(model_dir, runtime.device, runtime.dtype)
     problems = bench.load(test_file)
+    sampler_spec = checked_sampler(sampler_spec)
+    options, repeats = decode_options(decode_spec)
+    model, tokenizer = checkpoint.load(model_dir, runtime.device, runtime.dtype)
     prompts = [bench.prompt(p, tokenizer, settings) for p in problems]
     max_new_tokens, stops = bench.generation(settings)
-    decode_spec = dict(decode_spec)
-    repeats = int(decode_spec.pop("timing_repeats", 1))
-    if repeats < 1:
-        raise ValueError(f"timing_repeats must be >= 1, got {repeats}")
     config = DecodeConfig(mode=sampler_spec["mode"], max_new_tokens=max_new_tokens, stop_strings=stops,
-                          add_special_tokens=add_special_tokens_for(prompts[0], tokenizer), **decode_spec)
-    decoder = BlockDecoder(model, tokenizer, config, build_solver(sampler_spec))
+                          add_special_tokens=add_special_tokens_for(prompts[0], tokenizer), **options)
+    with user_input(f"model {model_dir}"):  # e.g. SBD decoding of a checkpoint without a mask token
+        decoder = BlockDecoder(model, tokenizer, config, build_solver(sampler_spec))
     start = time.perf_counter()
     generations = decoder.generate(prompts, progress=progress)
     wall_times = [time.perf_counter() - start]
@@ -117,7 +140,11 @@ def score_generations(benchmark: str, generations: Path, data: Path | None = Non
         result.update(cost_aggregates(records))
     sidecar = Path(str(generations) + ".provenance.json")
     if sidecar.exists():
-        decoded = json.loads(sidecar.read_text())["settings"]
+        try:
+            decoded = json.loads(sidecar.read_text(encoding="utf-8"))["settings"]
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
+            raise UserError(f"{sidecar}: not the decode stage's provenance record ({type(err).__name__}: {err}); "
+                            "remove it, or decode again") from None
         result.update({key: decoded.get(key) for key in ("sampler_spec", "recipe", "block_size", "batch_size")})
         result["wall_time_s"] = decoded.get("total_wall_time_s")
     return result

@@ -18,10 +18,13 @@ from pathlib import Path
 import torch
 
 from .. import checkpoint
+from ..errors import UserError, user_input
 from ..io_utils import read_jsonl, write_json_atomic
 from ..launch import LaunchSettings, launch
+from ..mask_token import check_mask_token
 from ..provenance import provenance
-from ..training_data import MixSpec, build, fetch
+from ..settings import RuntimeSettings, check_types, from_section
+from ..training_data import MixSpec, build, check_packed, fetch
 from ..training_data.build import MANIFEST
 
 log = logging.getLogger("sbd_core")
@@ -50,21 +53,24 @@ def synthetic_pairs(data_dir: Path) -> list[tuple[str, str]]:
     """The (prompt, target) rows of the synthetic tasks the data stage generated, in the task registry's order."""
     pairs = [(r["prompt"], r["target"]) for f in synthetic_files(data_dir) for r in read_jsonl(f)]
     if not pairs:
-        raise ValueError(f"a scratch base model is pretrained on the synthetic tasks, but {data_dir} holds none: add "
-                         "{name: math, problems: N} and/or {name: code, problems: N} to data.sources")
+        raise UserError(f"a scratch base model is pretrained on the synthetic tasks, but {data_dir} holds none: add "
+                        "{name: math, problems: N} and/or {name: code, problems: N} to data.sources")
     return pairs
 
 
 # --------------------------------------------------------------------------------------------------------------- base
-def train_config(objective: str, spec: dict):
-    """A :class:`TrainConfig` from a config section, rejecting unknown keys by name."""
+def train_config(objective: str, spec: dict, where: str = "finetune"):
+    """A :class:`TrainConfig` from a config section (``where``: its name in messages); UserError naming an unknown
+    key, a value of the wrong type or out of range."""
     from ..train import TrainConfig
 
     allowed = {f.name for f in fields(TrainConfig)} - {"objective"}
     unknown = sorted(set(spec) - allowed)
     if unknown:
-        raise ValueError(f"unknown training setting(s) {unknown}; allowed: {sorted(allowed)}")
-    return TrainConfig(objective=objective, **spec)
+        raise UserError(f"unknown training setting(s) {unknown} in {where}; allowed: {sorted(allowed)}")
+    check_types(TrainConfig, {"objective": objective, **spec}, where)
+    with user_input(where):
+        return TrainConfig(objective=objective, **spec)
 
 
 def build_scratch_model(arch: dict, tokenizer):
@@ -75,7 +81,7 @@ def build_scratch_model(arch: dict, tokenizer):
     kind = arch.pop("architecture", "llama")
     classes = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen3": (Qwen3Config, Qwen3ForCausalLM)}
     if kind not in classes:
-        raise ValueError(f"architecture must be one of {sorted(classes)}, got {kind!r}")
+        raise UserError(f"architecture must be one of {sorted(classes)}, got {kind!r}")
     config_cls, model_cls = classes[kind]
     ids = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                pad_token_id=tokenizer.pad_token_id)
@@ -87,9 +93,12 @@ def pretrain_scratch(model_spec: dict, data_dir: Path, out_dir: Path, checkpoint
     from ..tokenizer import build_tokenizer
     from ..train import tokenize_examples, train
 
+    if not isinstance(model_spec.get("arch"), dict):
+        raise UserError("a scratch model spec needs 'arch', the model's shape, e.g. {architecture: llama, "
+                        f"hidden_size: 96, num_hidden_layers: 3, ...}}; got {sorted(model_spec)}")
     pairs = synthetic_pairs(data_dir)
     tokenizer = build_tokenizer([p + t for p, t in pairs], model_spec.get("vocab_size", 512))
-    config = train_config("ntp", model_spec.get("pretrain", {}))
+    config = train_config("ntp", model_spec.get("pretrain", {}), "pretrain")
     torch.manual_seed(config.seed)
     model = build_scratch_model(model_spec["arch"], tokenizer)
     checkpoint_dir = Path(checkpoint_dir)
@@ -110,7 +119,7 @@ def run_base(model_spec: dict, out_dir: Path, data_dir: Path | None = None, chec
     out_dir = Path(out_dir)
     if model_spec.get("source") == "scratch":
         if data_dir is None or checkpoint_dir is None:
-            raise ValueError("a scratch base model needs the data stage's folder and a checkpoint folder")
+            raise UserError("a scratch base model needs the data stage's folder and a checkpoint folder")
         pretrain_scratch(model_spec, data_dir, out_dir, checkpoint_dir, progress)
         return
     checkpoint.fetch(model_spec, out_dir)
@@ -121,10 +130,10 @@ def run_base(model_spec: dict, out_dir: Path, data_dir: Path | None = None, chec
 def run_pack(spec: dict, base_dir: Path, data_dir: Path, out_dir: Path) -> dict:
     """The data stage's documents tokenised with the base model's tokenizer (and chat template), selected by the token
     budget and packed into rows of ``max_length`` tokens (``spec``: the ``data`` section plus ``max_length``)."""
-    from transformers import AutoTokenizer
-
     mix = MixSpec.from_dict(spec)
-    tokenizer = AutoTokenizer.from_pretrained(base_dir)
+    tokenizer = checkpoint.load_tokenizer(base_dir)
+    if not Path(data_dir).is_dir():
+        raise FileNotFoundError(f"{data_dir}: no such folder; expected the data stage's output")
     manifest = build(mix, tokenizer, data_dir, out_dir)
     inputs = {"base": str(base_dir), "data": str(data_dir)}
     write_json_atomic(provenance("pack", {**spec, **inputs}, mix.seed), Path(out_dir) / "provenance.json")
@@ -162,14 +171,21 @@ def run_finetune(base_dir: Path, data_dir: Path, objective: str, spec: dict, out
     whatever the layout."""
     spec = dict(spec)
     allow_resize = spec.pop("allow_resize", False)
+    if not isinstance(allow_resize, bool):
+        raise UserError(f"finetune.allow_resize must be true or false, got {allow_resize!r}")
     config = train_config(objective, spec)  # named errors before any process starts
+    check_layout([objective], spec, layout)
+    device = from_section(RuntimeSettings, runtime, "runtime").device
+    tokenizer = checkpoint.load_tokenizer(checkpoint.check_folder(base_dir))
+    check_mask_token(tokenizer, checkpoint.model_config(base_dir), allow_resize, str(base_dir))
+    check_packed(data_dir, tokenizer, config.max_length)
     settings = {"objective": objective, "finetune": spec, "allow_resize": allow_resize, "base": str(base_dir),
                 "data": str(data_dir), "departures": config.departures()}  # departures are read by the report
     checkpoint_dir = Path(checkpoint_dir)
     fresh_checkpoints(checkpoint_dir, settings, [Path(base_dir) / "provenance.json", Path(data_dir) / MANIFEST])
     request = {"base": str(base_dir), "data": str(data_dir), "objective": objective, "train": spec,
                "out": str(out_dir), "checkpoints": str(checkpoint_dir), "allow_resize": allow_resize,
-               "device": (runtime or {}).get("device", "cpu"),
+               "device": device,
                "extra_files": {"provenance.json": provenance("finetune", settings, config.seed)}}
     if threads:
         request["threads"] = max(1, threads // layout.processes_per_node)
@@ -183,4 +199,6 @@ def check_layout(objectives: list[str], spec: dict, layout: LaunchSettings) -> N
 
     spec = {k: v for k, v in spec.items() if k != "allow_resize"}
     for objective in objectives:
-        micro_batches_per_step(train_config(objective, spec), layout.processes)
+        config = train_config(objective, spec)
+        with user_input("finetune"):
+            micro_batches_per_step(config, layout.processes)

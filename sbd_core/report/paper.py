@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..errors import UserError
 from .tables import DASH, PAPER_BENCHMARKS
 
 #: The paper's gamma per benchmark group and row.
@@ -49,9 +50,15 @@ def _our_cell(summary: pd.DataFrame, model: str, objective: str, sampler: str, b
 
 
 def compare(summary: pd.DataFrame, paper: pd.DataFrame, bases: dict[str, str]) -> pd.DataFrame:
-    """One row per (model, paper row, paper benchmark): our accuracy and NFE speedup, the paper's, the differences."""
+    """One row per (model, paper row, paper benchmark): our accuracy and NFE speedup, the paper's, the differences;
+    UserError when ``bases`` names a base model the paper's table does not have."""
     from ..benchmarks import BENCHMARKS
 
+    known = sorted(set(paper["base"]))
+    unknown = {model: base for model, base in bases.items() if base not in known}
+    if unknown:
+        raise UserError(f"paper bases {unknown} name no base model of the paper table; its bases: {known} (config: "
+                        "models.<name>.paper_base)")
     paper_benchmarks = [b for b in BENCHMARKS.values() if b.paper_column]
     rows = []
     for model, base in bases.items():

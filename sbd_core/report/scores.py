@@ -15,6 +15,8 @@ from typing import Iterable
 
 import pandas as pd
 
+from ..errors import UserError
+
 logger = logging.getLogger(__package__)  # "sbd_core.report": one logger for the whole package
 
 #: Keys every score file must have.
@@ -30,7 +32,7 @@ SUMMARY_COLUMNS = [
 ]
 
 
-class ScoreFileError(ValueError):
+class ScoreFileError(UserError):
     """A score file is missing, unreadable or does not follow the score schema."""
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..errors import UserError
 from . import DEFAULT_PAPER_TABLE
 
 #: Shown in tables where no value exists (the paper prints an en dash).
@@ -119,12 +120,16 @@ def load_paper_table(path: str | os.PathLike = DEFAULT_PAPER_TABLE) -> pd.DataFr
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"paper table not found: {path}")
-    df = pd.read_csv(path, comment="#")
+    try:
+        df = pd.read_csv(path, comment="#")
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise UserError(f"paper table {path}: not a CSV table ({' '.join(str(err).split())})") from None
     expected = ["base", "training", "loss", "sampling", "mean_speedup"]
     expected += [f"{b}_{kind}" for b, _ in PAPER_BENCHMARKS for kind in ("accuracy_pct", "speedup")]
     missing = [c for c in expected if c not in df.columns]
     if missing:
-        raise ValueError(f"paper table {path}: missing column(s) {missing}")
+        raise UserError(f"paper table {path}: missing column(s) {missing}; expected the columns of "
+                        f"{DEFAULT_PAPER_TABLE.name} (the paper's Table 1)")
     return df
 
 

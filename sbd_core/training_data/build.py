@@ -31,7 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from ..chat import SYSTEM_PROMPTS, ensure_chat_template, tokenize_chat, with_system_prompt
-from ..io_utils import atomic_dir, write_json_atomic, write_jsonl_atomic
+from ..errors import UserError
+from ..io_utils import atomic_dir, read_jsonl, write_json_atomic, write_jsonl_atomic
 from .sources import get_source
 
 MANIFEST = "manifest.json"
@@ -55,24 +56,34 @@ class MixSpec:
 
     @classmethod
     def from_dict(cls, spec: dict) -> "MixSpec":
-        """Build from a config section, naming any unknown key."""
+        """Build from a config section, naming any unknown key (UserError)."""
         unknown = sorted(set(spec) - {f.name for f in fields(cls)})
         if unknown:
-            raise ValueError(f"unknown training-data setting(s) {unknown}; allowed: {sorted(f.name for f in fields(cls))}")
+            raise UserError(f"unknown training-data setting(s) {unknown}; allowed: {sorted(f.name for f in fields(cls))}")
         mix = cls(**spec)
         mix.validate()
         return mix
 
     def validate(self) -> None:
+        """UserError naming the first setting that is wrong."""
+        if not isinstance(self.sources, list) or not all(isinstance(e, dict) for e in self.sources):
+            raise UserError(f"data.sources must be a list of sources, e.g. [{{name: math, problems: 100}}], "
+                            f"got {self.sources!r}")
         if not self.sources:
-            raise ValueError("training data needs at least one source")
+            raise UserError("training data needs at least one source")
         for entry in self.sources:
             _check_source(entry, self.budget_tokens is not None)
         names = [entry["name"] for entry in self.sources]
         if len(set(names)) != len(names):
-            raise ValueError(f"training data sources must be listed once each, got {names}")
+            raise UserError(f"training data sources must be listed once each, got {names}")
+        for name in ("max_length", "budget_tokens", "seed", "num_proc", "pack_batch"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise UserError(f"data.{name} must be an integer, got {value!r}")
         if self.max_length is not None and self.max_length < 2:
-            raise ValueError(f"max_length must be >= 2, got {self.max_length}")
+            raise UserError(f"max_length must be >= 2, got {self.max_length}")
+        if not isinstance(self.packing, bool):
+            raise UserError(f"data.packing must be true or false, got {self.packing!r}")
 
     def has_chats(self) -> bool:
         """Whether any source is chat-formatted (then the tokenizer needs a chat template)."""
@@ -91,19 +102,22 @@ def _check_source(entry: dict, budget: bool) -> None:
     source = get_source(entry.get("name"))
     unknown = sorted(set(entry) - SOURCE_KEYS)
     if unknown:
-        raise ValueError(f"source {source.name!r}: unknown key(s) {unknown}; allowed: {sorted(SOURCE_KEYS)}")
-    if budget and not entry.get("weight", 0) > 0:
-        raise ValueError(f"source {source.name!r} needs a weight > 0 when budget_tokens is set")
+        raise UserError(f"source {source.name!r}: unknown key(s) {unknown}; allowed: {sorted(SOURCE_KEYS)}")
+    weight = entry.get("weight", 0)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+        raise UserError(f"source {source.name!r}: weight must be a number, got {weight!r}")
+    if budget and not weight > 0:
+        raise UserError(f"source {source.name!r} needs a weight > 0 when budget_tokens is set")
     if source.generated:
         problems = entry.get("problems")
         if isinstance(problems, bool) or not isinstance(problems, int) or problems < 1:
-            raise ValueError(f"source {source.name!r} is generated here: give its number of training problems, e.g. "
-                             f"{{name: {source.name}, problems: 1500}} (got problems={problems!r})")
+            raise UserError(f"source {source.name!r} is generated here: give its number of training problems, e.g. "
+                            f"{{name: {source.name}, problems: 1500}} (got problems={problems!r})")
         if entry.keys() & {"path", "revision"}:
-            raise ValueError(f"source {source.name!r} is generated here: it takes no path or revision")
+            raise UserError(f"source {source.name!r} is generated here: it takes no path or revision")
     elif "problems" in entry:
-        raise ValueError(f"source {source.name!r} is a hub data set: 'problems' applies to the synthetic tasks only; "
-                         "use weight and budget_tokens to size it")
+        raise UserError(f"source {source.name!r} is a hub data set: 'problems' applies to the synthetic tasks only; "
+                        "use weight and budget_tokens to size it")
 
 
 # --------------------------------------------------------------------------------------------------------------- fetch
@@ -153,12 +167,21 @@ def _read(files: list[Path], cache_dir: Path):
     """The records of parquet or JSON-lines files as one ``datasets.Dataset``."""
     import datasets
 
+    from datasets.exceptions import DatasetGenerationError
+
     kinds = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
     kind = {kinds.get(f.suffix) for f in files}
     if len(kind) != 1 or None in kind:
-        raise ValueError(f"data files must be all .parquet or all .jsonl/.json, got {[f.name for f in files]}")
-    return datasets.load_dataset(kind.pop(), data_files=[str(f) for f in files], split="train",
-                                 cache_dir=str(cache_dir))
+        raise UserError(f"data files must be all .parquet or all .jsonl/.json, got {[f.name for f in files]}")
+    try:
+        return datasets.load_dataset(kind.pop(), data_files=[str(f) for f in files], split="train",
+                                     cache_dir=str(cache_dir))
+    except (DatasetGenerationError, ValueError) as err:  # pyarrow's and the JSON reader's errors are ValueErrors
+        for file in files:  # name the file and line of the first line that is not JSON
+            if file.suffix == ".jsonl":
+                read_jsonl(file)
+        raise UserError(f"data files {[str(f) for f in files]} do not read as one table ({err.__cause__ or err}); "
+                        "expected records in the data set's own schema") from err
 
 
 # --------------------------------------------------------------------------------------------------------------- build
@@ -181,7 +204,7 @@ def tokenize_source(records, source_name: str, tokenizer, system_prompt: str | N
     source = get_source(source_name)
     missing = sorted(set(source.fields) - set(records.column_names))
     if missing:
-        raise ValueError(f"source {source_name!r}: records lack field(s) {missing} (have {records.column_names})")
+        raise UserError(f"source {source_name!r}: records lack field(s) {missing} (have {records.column_names})")
     features = datasets.Features({"input_ids": datasets.List(datasets.Value("int32")),
                                   "target": datasets.List(datasets.Value("int8")), "length": datasets.Value("int64")})
     return records.map(_tokenize_record, remove_columns=records.column_names, num_proc=num_proc if num_proc > 1 else None,
@@ -195,7 +218,7 @@ def select_documents(lengths: np.ndarray, share: int | None, seed: int) -> np.nd
     if share is None:
         return np.arange(len(lengths))
     if len(lengths) == 0 or lengths.sum() == 0:
-        raise ValueError("a source with a token share has no usable documents")
+        raise UserError("a source with a token share has no usable documents (all longer than max_length, or none)")
     picked, total, epoch = [], 0, 0
     while total < share:
         order = np.random.default_rng([seed, epoch]).permutation(len(lengths))
@@ -223,6 +246,10 @@ def _source_part(entry: dict, mix: MixSpec, share, tokenizer, raw_dir, cache_dir
     tokens = tokenize_source(records, source.name, tokenizer, mix.system_prompts.get(source.kind), mix.num_proc)
     lengths = np.asarray(tokens["length"], dtype=np.int64)
     fits = np.flatnonzero(lengths <= mix.max_length)
+    if len(fits) == 0:
+        shortest = f" (the shortest has {lengths.min()} tokens)" if len(lengths) else ""
+        raise UserError(f"source {source.name!r}: none of its {len(lengths)} documents fits in max_length="
+                        f"{mix.max_length} tokens{shortest}; raise max_length (finetune.max_length)")
     chosen = fits[select_documents(lengths[fits], share, mix.seed)]
     info = {"repo_id": source.repo_id, "revision": entry.get("revision", source.revision),
             "path": entry.get("path"), "problems": entry.get("problems"), "kind": source.kind, "documents": len(lengths),
@@ -237,7 +264,7 @@ def build(mix: MixSpec, tokenizer, raw_dir, out_dir) -> dict:
     import datasets
 
     if mix.max_length is None:
-        raise ValueError("building the training mix needs max_length (the fine-tune's finetune.max_length)")
+        raise UserError("building the training mix needs max_length (the fine-tune's finetune.max_length)")
     template = ensure_chat_template(tokenizer, mix.chat_template) if mix.has_chats() else None
     shares = mix.shares()
     with atomic_dir(out_dir) as tmp:
@@ -278,17 +305,34 @@ def load_packed(data_dir, tokenizer=None, max_length: int | None = None):
     import datasets
 
     data_dir = Path(data_dir)
-    if not (data_dir / MANIFEST).is_file():
-        raise FileNotFoundError(f"{data_dir} holds no built training mix (no {MANIFEST}); run the training-data stage")
-    manifest = json.loads((data_dir / MANIFEST).read_text())
-    if max_length is not None and manifest["settings"]["max_length"] != max_length:
-        raise ValueError(f"the training mix was packed to max_length={manifest['settings']['max_length']} but the "
-                         f"fine-tune asks for max_length={max_length}; rebuild the mix or change finetune.max_length")
-    if tokenizer is not None:
-        if tokenizer_fingerprint(tokenizer) != manifest["tokenizer"]["fingerprint"]:
-            raise ValueError(f"the training mix in {data_dir} was tokenised with another tokenizer "
-                             f"({manifest['tokenizer']['name']}); rebuild it with this base model's tokenizer")
-        if manifest["chat_template"] is not None:
-            tokenizer.chat_template = manifest["chat_template"]
+    manifest = check_packed(data_dir, tokenizer, max_length)
+    if tokenizer is not None and manifest["chat_template"] is not None:
+        tokenizer.chat_template = manifest["chat_template"]
     rows = datasets.load_from_disk(str(data_dir / PACKED)).with_format("numpy")
     return rows, manifest
+
+
+def check_packed(data_dir, tokenizer=None, max_length: int | None = None) -> dict:
+    """The manifest of a built mix (the pack stage's output), checked against ``tokenizer`` and ``max_length`` if
+    given, without reading its rows; FileNotFoundError or UserError naming the folder and what is expected."""
+    data_dir = Path(data_dir)
+    path = data_dir / MANIFEST
+    if not path.is_file() or not (data_dir / PACKED).is_dir():
+        raise FileNotFoundError(f"{data_dir} holds no built training mix (no {MANIFEST} and {PACKED}/); run the "
+                                "pack stage first")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        packed_length = manifest["settings"]["max_length"]
+        fingerprint, built_with = manifest["tokenizer"]["fingerprint"], manifest["tokenizer"].get("name")
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
+        raise UserError(f"{path}: not a pack stage manifest ({type(err).__name__}: {err}); rerun the pack stage") \
+            from None
+    if manifest.get("rows") == 0:
+        raise UserError(f"{path}: the training mix has no rows; rebuild it with documents that fit in max_length")
+    if max_length is not None and packed_length != max_length:
+        raise UserError(f"the training mix in {data_dir} was packed to max_length={packed_length} but the fine-tune "
+                        f"asks for max_length={max_length}; rebuild the mix or change finetune.max_length")
+    if tokenizer is not None and tokenizer_fingerprint(tokenizer) != fingerprint:
+        raise UserError(f"the training mix in {data_dir} was tokenised with another tokenizer ({built_with}); "
+                        "rebuild it with this base model's tokenizer")
+    return manifest

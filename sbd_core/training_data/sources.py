@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from ..errors import UserError
+
 _CALCULATOR = re.compile(r"<<[^<>]*>>")
 
 
@@ -81,5 +83,5 @@ SOURCES = {s.name: s for s in (
 def get_source(name: str) -> Source:
     """The registered source ``name`` (clear error listing the known ones)."""
     if name not in SOURCES:
-        raise ValueError(f"unknown training data source {name!r}; known: {sorted(SOURCES)}")
+        raise UserError(f"unknown training data source {name!r}; known: {sorted(SOURCES)}")
     return SOURCES[name]
