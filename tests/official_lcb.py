@@ -71,6 +71,7 @@ def _load_official(root: str):
 
     sys.path.insert(0, root)
     sys.modules["datasets"] = types.SimpleNamespace(load_dataset=None, Dataset=list)  # imported, not called
+    sys.modules["anthropic"] = None  # its prompts import it inside try/except ImportError (8 s to import)
     for name in ("livecodebench.prompts", "livecodebench.evaluation", "livecodebench.benchmarks"):
         package = types.ModuleType(name)
         package.__path__ = [str(Path(root, *name.split(".")))]
@@ -123,6 +124,7 @@ def _main(root: str, cases_path: str, out_path: str, timeout: str) -> None:
     import numpy as np
 
     problem_class, run_test, style, format_prompt, extract_code, date_filter = _load_official(root)
+    exec(sys.modules[run_test.__module__].import_string, {})  # its prelude's modules, loaded once before the forks
     given, out = json.loads(Path(cases_path).read_text()), []
     rows = _Rows({r["row"]["question_id"]: r["row"] for r in given["cases"]}.values())
     windows = [[r["question_id"] for r in date_filter(rows, start, end)] for start, end in given["windows"]]

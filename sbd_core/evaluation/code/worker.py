@@ -23,9 +23,9 @@ check; "sandbox": the child could not be confined, before the program ran).
 
 The "function" child mirrors ``evalplus.eval.unsafe_execute``: evalplus's ``reliability_guard`` (memory limit,
 disabled destructive calls) when ``guard`` is "evalplus" (lcb_runner's when "lcb"), ``exec`` of the program and every
-call under evalplus's ``swallow_io``, each call under evalplus's ``time_limit`` (SIGALRM) when time limits are given; with ``record_time`` each call gets a deep copy
-of its arguments and is timed (as ``evalplus.gen.util.trusted_exec`` does for the ground truth). The child never
-sees expected outputs: it only reports what the program returned. After every run the worker kills every other
+call under evalplus's ``swallow_io``, each call under evalplus's ``time_limit`` (SIGALRM) when time limits are given;
+with ``record_time`` each call gets a deep copy of its arguments and is timed (as ``evalplus.gen.util.trusted_exec``
+does for the ground truth). The child never sees expected outputs: it only reports what the program returned. After every run the worker kills every other
 process of the sandbox (it is process 1 of its PID namespace) and empties the scratch directories.
 """
 
