@@ -6,8 +6,8 @@ Data: the raw JSON-lines shards ``test.jsonl`` ... ``test6.jsonl`` of the hub da
 needs remote code, is never run). Releases are cumulative (:data:`RELEASES`, the loading script's version tags):
 ``release_v6`` is all six shards (1,055 problems, May 2023 - April 2025), ``v6`` the sixth alone (175 problems,
 January - April 2025); ``start_date`` / ``end_date`` narrow a release by contest date, as lcb_runner does. The
-default is ``release_v6`` (README: the paper names no window; its Table 1 accuracies are all multiples of 1/1,055 to
-the printed digit, and none of 1/175). A downloaded shard must have the sha256 of the hub's copy at that revision
+default is ``release_v6`` (README: the paper names no window; its Table 1 accuracies cannot be fractions of the 175
+problems of ``v6``, and fit 1,055). A downloaded shard must have the sha256 of the hub's copy at that revision
 (:data:`SHARD_SHA256`); offline, ``data`` names a local folder holding the release's shards (their sha256 is recorded
 in provenance, and whether each matches). The benchmark stage checks every selected problem's tests (without ever
 unpickling them: ``sbd_core.evaluation.code.lcb_tests``), writes the problems in lcb_runner's order (sorted by
