@@ -1,13 +1,15 @@
 """The official LiveCodeBench code (lcb_runner as shipped in the ``nvidia-livecodebench`` wheel on PyPI) on OUR fixture
-rows and programs only, in a subprocess: its row decoding, chat prompts, code extraction and ``run_test`` verdicts.
+rows and programs only, in a subprocess: its row decoding, chat prompts, code extraction, date filter and ``run_test``
+verdicts.
 
 As a module: :func:`official_results` fetches the wheel once (``pip download --no-deps``; its runtime dependencies,
 API clients for hosted models, are not needed for these files) into sbd_core's cache, checks the grader file's
 sha256, and runs this file as a script. The script loads only the modules it needs (package ``__init__`` files,
-which import those clients, are bypassed; ``datasets`` is stubbed: nothing is downloaded) and writes one record per
-case: ``{"chat", "reasoning"}`` (the message lists of ``format_prompt_generation`` for ``LMStyle.OpenAIChat`` and
-``LMStyle.OpenAIReasonPreview``), ``code`` (``extract_code``), ``results`` and ``metadata`` (``run_test``) and
-``passed`` (lcb_runner's pass rule: every result > 0).
+which import those clients, are bypassed; ``datasets`` and ``anthropic`` are stubbed: nothing is downloaded) and
+writes one record per case: ``{"chat", "reasoning"}`` (the message lists of ``format_prompt_generation`` for
+``LMStyle.OpenAIChat`` and ``LMStyle.OpenAIReasonPreview``), ``code`` (``extract_code``), ``results`` and
+``metadata`` (``run_test``, in a forked process per case as lcb_runner runs it) and ``passed`` (lcb_runner's pass
+rule: every result > 0); and per requested window the question ids ``filter_dataset_by_date`` keeps.
 """
 
 from __future__ import annotations

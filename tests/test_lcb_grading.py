@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conftest import char_tokenizer
-from lcb_fixtures import DIFFERENCES, EDGE_CASES, PROBLEMS, REFERENCE, ROWS, fenced, stdin, row, write_shards
+from lcb_fixtures import DIFFERENCES, EDGE_CASES, REFERENCE, ROWS, fenced, row, stdin, write_shards
 from official_lcb import official_results
 from sbd_core import pipeline
 from sbd_core.benchmarks import ID_KEY, get_benchmark
