@@ -16,7 +16,7 @@ import tempfile
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, BinaryIO, Iterable, Iterator
 
 from .errors import UserError, where
 
@@ -40,14 +40,15 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_bytes_atomic(data: bytes, path: str | os.PathLike) -> Path:
-    """Write ``data`` to ``path`` atomically; create parent directories; return the path."""
-    path = Path(path)
+@contextmanager
+def _atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """A binary handle on a temporary file beside ``path`` that replaces ``path`` when the block ends normally (and
+    is removed when it raises)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_name, path)
@@ -58,7 +59,13 @@ def write_bytes_atomic(data: bytes, path: str | os.PathLike) -> Path:
             pass
         raise
     _fsync_dir(path.parent)
-    return path
+
+
+def write_bytes_atomic(data: bytes, path: str | os.PathLike) -> Path:
+    """Write ``data`` to ``path`` atomically; create parent directories; return the path."""
+    with _atomic_file(Path(path)) as handle:
+        handle.write(data)
+    return Path(path)
 
 
 @contextmanager
@@ -96,12 +103,15 @@ def write_json_atomic(obj: Any, path: str | os.PathLike, indent: int | None = 2)
 
 
 def write_jsonl_atomic(records: Iterable[Any], path: str | os.PathLike) -> Path:
-    """Write one JSON document per line to ``path`` atomically (all records are serialised first)."""
-    lines = [json.dumps(record, ensure_ascii=False) for record in records]
-    for line in lines:
-        if "\n" in line:  # json.dumps escapes newlines, so this only guards against future changes
-            raise ValueError("a JSON-lines record serialised to more than one line")
-    return write_text_atomic("".join(line + "\n" for line in lines), path)
+    """Write one JSON document per line to ``path`` atomically, streaming the records into the temporary file (a
+    record that cannot be serialised leaves ``path`` untouched)."""
+    with _atomic_file(Path(path)) as handle:
+        for record in records:
+            line = json.dumps(record, ensure_ascii=False)
+            if "\n" in line:  # json.dumps escapes newlines, so this only guards against future changes
+                raise ValueError("a JSON-lines record serialised to more than one line")
+            handle.write((line + "\n").encode("utf-8"))
+    return Path(path)
 
 
 def iter_jsonl(path: str | os.PathLike) -> Iterator[Any]:

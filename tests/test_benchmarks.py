@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from conftest import char_tokenizer
-from sbd_core.benchmarks import (BENCHMARKS, ID_KEY, PAPER_COLUMNS, THINKING_OFF, THINKING_ON, BenchmarkUnavailable,
-                                 add_special_tokens_for, describe_benchmarks, get_benchmark, read_generations)
+from sbd_core.benchmarks import (BENCHMARKS, ID_KEY, PAPER_COLUMNS, THINKING_OFF, THINKING_ON, Benchmark,
+                                 BenchmarkUnavailable, Settings, add_special_tokens_for, describe_benchmarks,
+                                 get_benchmark, read_generations)
 from sbd_core.benchmarks.chat import render_chat
 from sbd_core.benchmarks.lm_eval_hooks import final_answer_text, math_answer, math_verify_results
 from sbd_core.tasks import get_task
@@ -50,7 +51,8 @@ def test_registry_is_the_one_list_in_table_1_order():
 def test_describe_lists_every_benchmark_as_plain_data():
     table = describe_benchmarks()
     assert list(table) == list(BENCHMARKS)
-    assert table["lcbv6"]["available"] is False and table["lcbv6"]["reason"]
+    assert all(entry["available"] for entry in table.values())
+    assert table["lcbv6"]["defaults"]["release"] == "release_v6"
     assert table["mbpp_plus"]["defaults"]["max_new_tokens"] == 256 and "parallel" in table["mbpp_plus"]["defaults"]
     json.dumps(table)
 
@@ -62,13 +64,15 @@ def test_importing_the_registry_loads_no_heavy_package():
     assert out.stdout.strip() == "[]"
 
 
-def test_livecodebench_is_registered_but_unavailable_with_its_reason(tmp_path):
-    lcb = get_benchmark("lcbv6")
-    assert not lcb.available and "loading script" in lcb.reason and lcb.paper_column == "lcbv6"
-    settings = lcb.settings({"max_new_tokens": 100})  # a config entry still validates
-    for call in (lambda: lcb.fetch(settings, tmp_path), lambda: lcb.score([], {}, tmp_path, settings)):
-        with pytest.raises(BenchmarkUnavailable, match="lcbv6.*not available: LiveCodeBench v6"):
-            call()
+def test_an_unavailable_benchmark_says_why(tmp_path):
+    class NotYet(Benchmark):
+        available, reason = False, "its data are not public yet"
+
+    bench = NotYet(name="later", paper_column=None, group="chat", defaults=Settings(max_new_tokens=8),
+                   required_fields=(), source={})
+    with pytest.raises(BenchmarkUnavailable, match="benchmark 'later' is not available: its data are not public yet"):
+        bench.fetch(bench.settings(), tmp_path)
+    assert not list(tmp_path.iterdir())
 
 
 # ------------------------------------------------------------------------------------------------ settings

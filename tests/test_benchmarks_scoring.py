@@ -123,14 +123,16 @@ def test_replay_answers_by_problem_id_and_cuts_at_stops(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ lm-eval agreement
-def scripted_model(tok, script: str):
-    """A tiny Llama whose greedy continuation of any text that ends in a newline is ``script`` and then EOS.
+def scripted_model(tok, script: str | list[int]):
+    """A tiny Llama whose greedy continuation of any text that ends in a newline is ``script`` (text, one token per
+    character, or token ids; no token twice) and then EOS.
 
     Every layer's output projections are zero, so each position's logits depend on its own token only (a bigram table
     over ``"\n" + script + EOS``, one hidden direction per step); the chosen token leads the rest by 80 logits, so the
     decoding decisions cannot tie. Decoded in NTP mode: masked positions would read the mask token's row instead."""
     model = tiny_model("llama", len(tok), context=2048)
-    chain = [tok.convert_tokens_to_ids(c) for c in "\n" + script] + [tok.eos_token_id]
+    ids = [tok.convert_tokens_to_ids(c) for c in script] if isinstance(script, str) else list(script)
+    chain = [tok.convert_tokens_to_ids("\n")] + ids + [tok.eos_token_id]
     with torch.no_grad():
         for layer in model.model.layers:
             layer.self_attn.o_proj.weight.zero_()

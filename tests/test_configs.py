@@ -109,7 +109,7 @@ def test_paper_profile_plans_multi_node_finetunes_through_the_launcher(tmp_path)
     decodes = [j for j in planned if j["rule"] == "decode"]
     assert decodes and all(j["resources"]["gpu"] == "1" for j in decodes)
     downloads = [j for j in planned if j["rule"] in ("data", "fetch_base", "benchmark")]
-    assert len(downloads) == 3 + 2 + 5 and not any("gpu" in j["resources"] for j in downloads)
+    assert len(downloads) == 3 + 2 + 6 and not any("gpu" in j["resources"] for j in downloads)
 
 
 def test_slurm_profile_names_the_missing_account_and_partition(tmp_path):

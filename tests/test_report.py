@@ -151,12 +151,15 @@ def test_report_lists_recipe_departures(tmp_path):
     assert "tiny / ntp: block_size_max=8; matp_on_prompt=False" in md
 
 
-PAPER_RUNS = [  # our Llama stand-in on two of the paper's benchmarks: gsm8k (chat) and math500 (reasoning)
-    ("ntp", "ntp", "ntp", {}, {"gsm8k": (0.85, 1000, 10.0), "math500": (0.80, 2000, 20.0)}),
-    ("sbd", "ntp", "ntp", {}, {"gsm8k": (0.86, 1000, 10.0), "math500": (0.81, 2000, 20.0)}),
-    ("sbd", "eb-entropy-g0.35", "eb", {"gamma": 0.35}, {"gsm8k": (0.842, 454, 6.0), "math500": (0.80, 600, 8.0)}),
+PAPER_RUNS = [  # our Llama stand-in on three of the paper's benchmarks: gsm8k (chat), math500 and lcbv6 (reasoning)
+    ("ntp", "ntp", "ntp", {}, {"gsm8k": (0.85, 1000, 10.0), "math500": (0.80, 2000, 20.0),
+                               "lcbv6": (0.315, 5000, 50.0)}),
+    ("sbd", "ntp", "ntp", {}, {"gsm8k": (0.86, 1000, 10.0), "math500": (0.81, 2000, 20.0),
+                               "lcbv6": (0.313, 5000, 50.0)}),
+    ("sbd", "eb-entropy-g0.35", "eb", {"gamma": 0.35}, {"gsm8k": (0.842, 454, 6.0), "math500": (0.80, 600, 8.0),
+                                                        "lcbv6": (0.299, 1000, 12.0)}),
     ("sbd", "eb-entropy-g0.6", "eb", {"gamma": 0.6}, {"gsm8k": (0.84, 400, 5.0)}),
-    ("sbd", "eb-entropy-g0.1", "eb", {"gamma": 0.1}, {"math500": (0.81, 560, 7.0)}),
+    ("sbd", "eb-entropy-g0.1", "eb", {"gamma": 0.1}, {"math500": (0.81, 560, 7.0), "lcbv6": (0.317, 1250, 14.0)}),
 ]
 
 
@@ -174,13 +177,32 @@ def test_paper_comparison_cell_by_cell(tmp_path):
     assert low_math["delta_pts"] == pytest.approx(81.0 - 81.0) and low_math["paper_speedup"] == 3.55
     high_math = long[(long["sampling"] == "SBD (gamma_high)") & (long["benchmark"] == "math500")].iloc[0]
     assert high_math["sampler"] == "eb-entropy-g0.35" and high_math["delta_pts"] == pytest.approx(80.0 - 80.4)
-    lcb = long[long["benchmark"] == "lcbv6"]
-    assert lcb["accuracy_pct"].isna().all() and lcb["note"].str.len().gt(0).all()  # not available, with the reason
+    low_lcb = long[(long["sampling"] == "SBD (gamma_low)") & (long["benchmark"] == "lcbv6")].iloc[0]
+    assert low_lcb["sampler"] == "eb-entropy-g0.1" and low_lcb["accuracy_pct"] == pytest.approx(31.7)
+    assert low_lcb["nfe_speedup"] == pytest.approx(4.0) and low_lcb["delta_speedup"] == pytest.approx(4.0 - 3.72)
+    assert long[long["benchmark"] == "lcbv6"]["accuracy_pct"].notna().all()  # every LCB cell filled
+    table = pd.read_csv(io.BytesIO(files["table1.csv"]))
+    assert "lcbv6" in table.columns and table.loc[0, "lcbv6"] == "31.5 (1.00x, wall 1.00x)"
     ntp = long[(long["loss"] == "NTP") & (long["benchmark"] == "gsm8k")].iloc[0]
     assert ntp["paper_speedup"] == 1.0 and ntp["delta_pts"] == pytest.approx(85.0 - 85.3)
     md = files["report.md"].decode()
     assert "Beside the paper" in md and "not comparable" not in md and "lcbv6" in md
     assert "84.2 (2.20x) vs 84.2 (2.20x): +0.0 pt, +0.00x" in files["paper_comparison.md"].decode()
+    assert "31.7 (4.00x) vs 31.7 (3.72x): +0.0 pt, +0.28x" in files["paper_comparison.md"].decode()
+
+
+def test_figure1_per_model_from_the_score_files(tmp_path):
+    """LCB pass@1 against NFE speedup: one figure per model that ran LCB, from score files alone (without LCB scores
+    there is none: test_write_report_files)."""
+    paths = write_scores(tmp_path, PAPER_RUNS, model="llama-3.1-8b")
+    paths += write_scores(tmp_path, [r for r in PAPER_RUNS if "lcbv6" in r[4]], model="qwen-3-8b")
+    files = build_report(paths, paper_table=None)
+    size = (round(FIG_SIZE_IN[0] * FIG_DPI), round(FIG_SIZE_IN[1] * FIG_DPI))
+    for model in ("llama-3.1-8b", "qwen-3-8b"):
+        assert png_size(files[f"figure1_{model}.png"]) == size and files[f"figure1_{model}.pdf"].startswith(b"%PDF")
+    md = files["report.md"].decode()
+    assert "## Figure 1: lcbv6 pass@1 against NFE speedup" in md and "![figure1_qwen-3-8b](figure1_qwen-3-8b.png)" in md
+    assert not [name for name in files if name.startswith("figure1_") and "llama" not in name and "qwen" not in name]
 
 
 def test_missing_baseline_gives_nan(tmp_path, caplog):

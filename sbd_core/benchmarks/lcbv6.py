@@ -1,50 +1,276 @@
-"""LiveCodeBench v6 (release_v6: 1,055 problems, May 2023 - April 2025), the paper's reasoning code benchmark.
+"""LiveCodeBench v6 (Jain et al. 2024), the paper's reasoning code benchmark: competitive programming problems from
+LeetCode (functional: a ``Solution`` method) and AtCoder / Codeforces (stdin programs), pass@1 on hidden tests.
 
-Not available yet; the registry keeps the entry so the report shows an empty column with :data:`REASON`. We looked at
-the only packaged official scorer, ``nvidia-livecodebench`` 26.3 on PyPI, and did not wire it in because:
+Data: the raw JSON-lines shards ``test.jsonl`` ... ``test6.jsonl`` of the hub dataset
+``livecodebench/code_generation_lite`` at :data:`REVISION`, read line by line (the dataset's loading script, which
+needs remote code, is never run). Releases are cumulative (:data:`RELEASES`, the loading script's version tags):
+``release_v6`` is all six shards (1,055 problems, May 2023 - April 2025), ``v6`` the sixth alone (175 problems,
+January - April 2025); ``start_date`` / ``end_date`` narrow a release by contest date, as lcb_runner does. The
+default is ``release_v6`` (README: the paper names no window; its Table 1 accuracies cannot be fractions of the 175
+problems of ``v6``, and fit 1,055). A downloaded shard must have the sha256 of the hub's copy at that revision
+(:data:`SHARD_SHA256`); offline, ``data`` names a local folder holding the release's shards (their sha256 is recorded
+in provenance, and whether each matches). The benchmark stage checks every selected problem's tests (without ever
+unpickling them: ``sbd_core.evaluation.code.lcb_tests``), writes the problems in lcb_runner's order (sorted by
+``question_id``) and prints the window and how many problems it holds. Problem ids: ``question_id``.
 
-* its loader reads ``livecodebench/code_generation_lite`` through a dataset loading script
-  (``trust_remote_code=True``), which the pinned ``datasets`` 5.x no longer runs, so the release files need a loader
-  of our own;
-* its checker (``livecodebench.evaluation.testing_util.run_test``) executes each program and compares its outputs in
-  the program's own process, guarded only by an in-process ``reliability_guard``: a wrong program can make itself
-  pass, and nothing contains it. Scoring it as the project scores HumanEval+/MBPP+ means running that checker's
-  test logic inside the project's code sandbox (:mod:`sbd_core.evaluation.code`, which keeps
-  expected outputs out of the candidate's process), which is not a thin wrapper;
-* it pulls in 23 more packages (nemo-evaluator, Flask, cohere, mistralai 0.4.2, google-genai, ...), for one column.
+Prompt (lcb_runner's ``format_prompt_generation`` for chat models): the user turn is lcb_runner's question template
+("### Question:", the problem, "### Format:" with the starter code or the stdin instruction, "### Answer: (use the
+provided format with backticks)") preceded by its generic system message; the system turn is the run's
+``system_prompt`` (``"detailed thinking on"``, as the other reasoning benchmarks; lcb_runner's layout for reasoning
+models, which folds its system message into the user turn). Without a ``system_prompt`` the system turn is
+lcb_runner's message and the user turn the template (its layout for chat models). Plain-text prompts (``chat:
+false``) are refused: lcb_runner's base-model prompt is a few-shot one this module does not build.
 
-Writing a scorer of our own is not an option: the column must be the official scorer's number.
+The program is the last fenced block of the answer after the thinking block (lcb_runner's ``extract_code``: the text
+between the last two lines containing three backticks); no fence, no program (the problem fails). Scoring:
+:func:`sbd_core.evaluation.code.lcb_grader.evaluate_lcb` (lcb_runner's grading, in the code sandbox).
 """
 
-from .base import Benchmark
-from .chat import THINKING_ON
-from .settings import Settings
+from __future__ import annotations
 
-REASON = ("LiveCodeBench v6 is not wired in yet: the official scorer (nvidia-livecodebench 26.3) loads its data "
-          "through a dataset loading script that datasets 5.x refuses, and checks programs in their own process "
-          "without a sandbox; see sbd_core/benchmarks/lcbv6.py")
+import hashlib
+import json
+import tempfile
+from dataclasses import asdict
+from datetime import date, datetime
+from pathlib import Path
+from typing import Mapping
+
+from sbd_core.evaluation import limits
+from sbd_core.io_utils import write_json_atomic, write_jsonl_atomic
+
+from .base import ID_KEY, Benchmark
+from .chat import THINKING_ON, chat_messages, render_chat
+from .lm_eval_hooks import final_answer_text
+from .lm_eval_task import task_config
+from .settings import LiveCodeBenchSettings
+
+__all__ = ["BENCHMARK", "REPO", "REVISION", "RELEASES", "SHARD_SHA256", "LiveCodeBench", "question_prompt",
+           "extract_code"]
+
+REPO = "livecodebench/code_generation_lite"
+REVISION = "0fe84c3912ea0c4d4a78037083943e8f0c4dd505"
+SHARDS = ("test.jsonl", "test2.jsonl", "test3.jsonl", "test4.jsonl", "test5.jsonl", "test6.jsonl")
+# sha256 of each shard at REVISION (the hub's LFS object ids of those files)
+SHARD_SHA256 = {
+    "test.jsonl": "2bd02b38beb48e8c46b5b9987095d999ff38cd8efc255ea5d58974317c48f63f",
+    "test2.jsonl": "095df7c5daf15f882c51a9deb84085cff1e073495a5dbcf95015a564d485f3a3",
+    "test3.jsonl": "28ed26cc83363ce3f1fe2d5fad9f8393077beb1907b167a31bd3b32f80801b79",
+    "test4.jsonl": "d711138ddaebfcf5f8ec6a4283ee677298c0f5c5d374a235af92aaf0584510da",
+    "test5.jsonl": "7f77571c2a6df0c2a72a3277650309f67e01e0008e18117e624633df53f81214",
+    "test6.jsonl": "bb4c364f71921c4495a6ad15abe1a927350b720009f4933e2e71f8af0f6fd1f5",
+}
+# the loading script's version tags: release_vN (cumulative), vN (shard N alone), vN_vM (shards N to M)
+RELEASES = {f"release_v{n}": SHARDS[:n] for n in range(1, 7)}
+RELEASES["release_latest"] = SHARDS
+RELEASES.update({f"v{n}": SHARDS[n - 1:n] for n in range(1, 7)})
+RELEASES.update({f"v{a}_v{b}": SHARDS[a - 1:b] for a in range(1, 7) for b in range(a + 1, 7)})
+FIELDS = ("question_title", "question_content", "platform", "question_id", "contest_id", "contest_date",
+          "starter_code", "difficulty", "public_test_cases", "private_test_cases", "metadata")
+# lcb_runner/prompts/code_generation.py's PromptConstants, verbatim
+SYSTEM_MESSAGE = ("You are an expert Python programmer. You will be given a question (problem specification) and "
+                  "will generate a correct Python program that matches the specification and passes all tests.")
+FORMAT_WITH_STARTER_CODE = ("You will use the following starter code to write the solution to the problem and enclose "
+                            "your code within delimiters.")
+FORMAT_WITHOUT_STARTER_CODE = (
+    "Read the inputs from stdin solve the problem and write the answer to stdout (do not directly test on the sample "
+    "inputs). Enclose your code within delimiters as follows. Ensure that when the python program runs, it reads the "
+    "inputs, runs the algorithm and writes output to STDOUT.")
 
 
-class UnavailableBenchmark(Benchmark):
-    """A registered benchmark that cannot run; every data or scoring call raises ``BenchmarkUnavailable``."""
-
-    available = False
-
-    def __init__(self, *, reason: str, **kwargs):
-        super().__init__(**kwargs)
-        self.reason = reason
-
-    def load(self, path):
-        self._check_available()
-
-    def prompt(self, problem, tokenizer, settings):
-        self._check_available()
-
-    def score(self, problems, completions, work_dir, settings):
-        self._check_available()
+def question_prompt(problem: Mapping) -> str:
+    """lcb_runner's ``get_generic_question_template_answer``."""
+    prompt = f"### Question:\n{problem['question_content']}\n\n"
+    if problem["starter_code"]:
+        prompt += f"### Format: {FORMAT_WITH_STARTER_CODE}\n```python\n{problem['starter_code']}\n```\n\n"
+    else:
+        prompt += f"### Format: {FORMAT_WITHOUT_STARTER_CODE}\n```python\n# YOUR CODE HERE\n```\n\n"
+    return prompt + "### Answer: (use the provided format with backticks)\n\n"
 
 
-BENCHMARK = UnavailableBenchmark(
-    name="lcbv6", paper_column="lcbv6", group="reasoning", reason=REASON, required_fields=(),
-    source={"dataset": "livecodebench/code_generation_lite", "release": "release_v6"},
-    defaults=Settings(max_new_tokens=32768, system_prompt=THINKING_ON))
+def extract_code(completion: str) -> str | None:
+    """The program in an answer: lcb_runner's ``extract_code`` on the text after the thinking block (an unclosed
+    one leaves none), the text between the last two lines that contain three backticks; None when there is no such
+    pair or the text between them is blank (lcb_runner then runs an empty program, which always fails)."""
+    lines = final_answer_text(completion).split("\n")
+    fences = [i for i, line in enumerate(lines) if "```" in line]
+    code = "\n".join(lines[fences[-2] + 1:fences[-1]]) if len(fences) >= 2 else ""
+    return code if code.strip() else None
+
+
+def _day(text: str | None) -> date | None:
+    """lcb_runner's ``parse_date``: the calendar day of an ISO date or timestamp (windows compare days)."""
+    return None if text is None else datetime.strptime(text[:10], "%Y-%m-%d").date()
+
+
+class LiveCodeBench(Benchmark):
+    """LiveCodeBench code generation (see the module doc)."""
+
+    def settings(self, mapping=None) -> LiveCodeBenchSettings:
+        """The validated settings; ``release`` must be a known version tag and ``chat`` true."""
+        settings = super().settings(mapping)
+        if settings.release not in RELEASES:
+            raise ValueError(f"benchmarks.{self.name}.release must be one of {sorted(RELEASES)}, "
+                             f"got {settings.release!r}")
+        if not settings.chat:
+            raise ValueError(f"benchmarks.{self.name}.chat must be true: only lcb_runner's chat-model prompt is "
+                             "built (its base-model prompt is a few-shot one)")
+        if settings.start_date and settings.end_date and settings.start_date > settings.end_date:
+            raise ValueError(f"benchmarks.{self.name}: start_date {settings.start_date} is after end_date "
+                             f"{settings.end_date}")
+        return settings
+
+    # ------------------------------------------------------------------------------------------ data
+    def fetch(self, settings: LiveCodeBenchSettings, out_dir) -> Path:
+        """Read the release's shards (download, or the ``data`` folder), select the window, check each problem's
+        tests, write ``<name>_test.jsonl`` sorted by ``question_id`` and its provenance (with each shard's sha256);
+        print the window and the problem count."""
+        shards = RELEASES[settings.release]
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=f".{self.name}_shards_", dir=out_dir) as tmp:
+            folder = Path(settings.data) if settings.data else self._download(shards, Path(tmp))
+            rows, records = [], []
+            for shard in shards:
+                selected, record = self._read_shard(folder, shard, settings)
+                rows += selected
+                records.append(record)
+        if not settings.data and not all(r["matches_revision"] for r in records):
+            bad = [r["file"] for r in records if not r["matches_revision"]]
+            raise RuntimeError(f"{self.name}: downloaded shard(s) {bad} differ from {REPO}@{REVISION}'s sha256")
+        if not rows:
+            raise ValueError(f"{self.name}: no problem of {settings.release} lies in the window "
+                             f"{settings.start_date} to {settings.end_date}")
+        problems = self.problems(sorted(rows, key=lambda r: r["question_id"]), folder)[:settings.limit]
+        kinds = self._check_tests(problems, settings.max_tests_bytes)
+        path = write_jsonl_atomic(problems, out_dir / f"{self.name}_test.jsonl")
+        window = self._window_text(settings, problems)
+        record = {"benchmark": self.name, "source": self.source, "data": settings.data, "release": settings.release,
+                  "window": window, "n": len(problems), "kinds": kinds, "shards": records,
+                  "sha256": _sha256(path), "settings": asdict(settings)}
+        write_json_atomic(record, Path(str(path) + ".provenance.json"))
+        print(f"{self.name}: {len(problems)} problems ({window}; {kinds['stdin']} stdin, {kinds['functional']} "
+              f"functional) from {', '.join(shards)}")
+        return path
+
+    def _download(self, shards: tuple[str, ...], tmp: Path) -> Path:
+        from sbd_core.hub import snapshot
+
+        try:
+            return snapshot(REPO, REVISION, tmp / "shards", list(shards), repo_type="dataset")
+        except Exception as err:  # noqa: BLE001 (any download failure gets the same hint)
+            raise RuntimeError(f"{self.name}: could not download {REPO}@{REVISION[:7]} shards {list(shards)} ({err}); "
+                               f"offline, set benchmarks.{self.name}.data to a local folder holding them") from err
+
+    def _read_shard(self, folder: Path, shard: str, settings: LiveCodeBenchSettings) -> tuple[list[dict], dict]:
+        """The shard's rows in the window, and its provenance record; ValueError naming the file and line."""
+        path = folder / shard
+        if not path.is_file():
+            raise FileNotFoundError(f"{self.name}: {path} does not exist; benchmarks.{self.name}.data must be a folder "
+                                    f"holding the {settings.release} shards {list(RELEASES[settings.release])}")
+        start, end = _day(settings.start_date), _day(settings.end_date)
+        digest, selected, total = hashlib.sha256(), [], 0
+        with path.open("rb") as handle:
+            for lineno, line in enumerate(handle, start=1):
+                digest.update(line)
+                if not line.strip():
+                    continue
+                total += 1
+                row, when = _row(line, f"{path}:{lineno}")
+                if (start is None or start <= when) and (end is None or when <= end):
+                    selected.append(row)
+        sha = digest.hexdigest()
+        return selected, {"file": shard, "sha256": sha, "matches_revision": sha == SHARD_SHA256[shard],
+                          "rows": total, "selected": len(selected)}
+
+    def _check_tests(self, problems: list[dict], max_tests_bytes: int) -> dict[str, int]:
+        """Decode (never unpickle) and check every problem's tests; count stdin and functional problems."""
+        from sbd_core.evaluation.code.lcb_tests import LcbDataError, load_tests
+
+        kinds = {"stdin": 0, "functional": 0}
+        for problem in problems:
+            try:
+                kinds["functional" if load_tests(problem, max_tests_bytes).functional else "stdin"] += 1
+            except LcbDataError as err:
+                raise ValueError(f"{self.name}: question_id {problem['question_id']}: {err}") from None
+        return kinds
+
+    @staticmethod
+    def _window_text(settings: LiveCodeBenchSettings, problems: list[dict]) -> str:
+        """The release, the date bounds when set, and the contest days the problems span."""
+        days = sorted(p["contest_date"][:10] for p in problems)
+        bounds = f", from {settings.start_date or 'the start'} to {settings.end_date or 'the end'}" \
+            if settings.start_date or settings.end_date else ""
+        return f"{settings.release}{bounds}: contest dates {days[0]} to {days[-1]}"
+
+    def _prepare(self, problem: dict) -> dict:
+        return {**problem, ID_KEY: str(problem["question_id"])}
+
+    # ------------------------------------------------------------------------------------------ prompt, score
+    def messages(self, problem: dict, settings: LiveCodeBenchSettings) -> list[dict]:
+        """lcb_runner's chat messages: ``[system_prompt, lcb system message + question]``, or without a system
+        prompt ``[lcb system message, question]`` (see the module doc)."""
+        if settings.system_prompt:
+            return chat_messages(SYSTEM_MESSAGE + "\n\n" + question_prompt(problem), settings.system_prompt)
+        return chat_messages(question_prompt(problem), SYSTEM_MESSAGE)
+
+    def prompt(self, problem: dict, tokenizer, settings: LiveCodeBenchSettings) -> str:
+        """The chat messages in the checkpoint's chat template."""
+        return render_chat(tokenizer, self.messages(problem, settings))
+
+    def score(self, problems: list[dict], completions: Mapping[str, str], work_dir,
+              settings: LiveCodeBenchSettings) -> dict:
+        """pass@1 from :func:`~sbd_core.evaluation.code.lcb_grader.evaluate_lcb`, with pass@1 per problem kind."""
+        from sbd_core.evaluation.code.lcb_grader import evaluate_lcb
+
+        self._check_completions(problems, completions)
+        programs = {p[ID_KEY]: extract_code(completions[p[ID_KEY]]) for p in problems}
+        result = evaluate_lcb(problems, programs, Path(work_dir), test_timeout_s=settings.test_timeout_s,
+                              max_tests_bytes=settings.max_tests_bytes, parallel=settings.parallel,
+                              max_memory_bytes=settings.max_memory_bytes, timeout_s=settings.timeout_s)
+        per_problem = {i: {**verdict, "program": programs[i]} for i, verdict in result["per_problem"].items()}
+        metrics = {"pass@1": result["pass@1"], "network_isolated": result["network_isolated"],
+                   "filesystem_readonly": result["filesystem_readonly"],
+                   **{f"pass@1_{kind}": rate for kind, rate in _kind_rates(problems, per_problem).items()}}
+        return {"accuracy": result["pass@1"], "metrics": metrics, "n": result["n"], "statuses": result["statuses"],
+                "per_problem": per_problem}
+
+
+def _row(line: bytes, where: str) -> tuple[dict, date]:
+    """One shard line as a row in the dataset's schema, and its contest date; ValueError naming ``where``."""
+    try:
+        row = json.loads(line)
+    except ValueError as err:
+        raise ValueError(f"{where}: not a JSON line ({err})") from None
+    missing = [k for k in FIELDS if not isinstance(row, dict) or k not in row]
+    if missing:
+        raise ValueError(f"{where}: lacks field(s) {missing} of {REPO}'s schema")
+    try:
+        return row, _day(row["contest_date"])
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: contest_date {row['contest_date']!r} is not an ISO date") from None
+
+
+def _kind_rates(problems: list[dict], per_problem: dict) -> dict[str, float]:
+    """pass@1 of the stdin and of the functional problems (those whose metadata names a ``func_name``)."""
+    groups: dict[str, list[bool]] = {}
+    for p in problems:
+        kind = "functional" if json.loads(p["metadata"]).get("func_name") is not None else "stdin"
+        groups.setdefault(kind, []).append(per_problem[p[ID_KEY]]["passed"])
+    return {kind: sum(passed) / len(passed) for kind, passed in sorted(groups.items())}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+BENCHMARK = LiveCodeBench(
+    name="lcbv6", paper_column="lcbv6", group="reasoning", required_fields=FIELDS,
+    source={"dataset": REPO, "revision": REVISION, "files": list(SHARDS)},
+    stops=tuple(task_config("sbd_math500")["generation_kwargs"]["until"]),  # the reasoning benchmarks' stops
+    defaults=LiveCodeBenchSettings(max_new_tokens=32768, system_prompt=THINKING_ON, release="release_v6",
+                                   timeout_s=limits.LCB_TIMEOUT_S))

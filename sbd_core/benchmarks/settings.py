@@ -17,7 +17,9 @@ Keys, for every benchmark:
 * ``system_prompt`` (string or null): the system message when ``chat`` is true.
 
 Code benchmarks add ``parallel``, ``timeout_s``, ``max_memory_bytes`` (the code scorer's limits); benchmarks whose
-data are generated add ``seed``.
+data are generated add ``seed``. LiveCodeBench adds its problem window (``release``, ``start_date``, ``end_date``),
+``test_timeout_s`` (per test) and ``max_tests_bytes`` (the cap on one problem's decompressed tests); its ``data`` is
+a folder of the hub dataset's shards.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from sbd_core.errors import UserError
 from sbd_core.evaluation import limits
 
-__all__ = ["Settings", "CodeSettings", "GeneratedSettings", "GeneratedCodeSettings", "resolve"]
+__all__ = ["Settings", "CodeSettings", "GeneratedSettings", "GeneratedCodeSettings", "LiveCodeBenchSettings",
+           "resolve"]
 
 
 # ------------------------------------------------------------------------------------------------ value checks
@@ -77,6 +81,14 @@ def _path(value: Any) -> str:
     return str(value)
 
 
+def _date(value: Any) -> str:
+    try:
+        datetime.strptime(value, "%Y-%m-%d")
+    except (TypeError, ValueError):
+        raise ValueError("must be a date YYYY-MM-DD") from None
+    return value
+
+
 def _strings(value: Any) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, (list, tuple)) \
             or not all(isinstance(s, str) and s for s in value):
@@ -121,6 +133,18 @@ class GeneratedSettings(Settings):
 @dataclass(frozen=True, kw_only=True)
 class GeneratedCodeSettings(CodeSettings, GeneratedSettings):
     """Generated problems scored by execution."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LiveCodeBenchSettings(CodeSettings):
+    """LiveCodeBench: the problem window (a named release of the hub dataset, then contest dates from ``start_date``
+    to ``end_date``, both inclusive, as lcb_runner selects them), the time limit per test and the tests' size cap."""
+
+    release: str = _setting(_text)
+    start_date: str | None = _setting(_optional(_date), None)
+    end_date: str | None = _setting(_optional(_date), None)
+    test_timeout_s: float = _setting(_positive_number, limits.LCB_TEST_TIMEOUT_S)
+    max_tests_bytes: int = _setting(_positive_int, limits.LCB_MAX_TESTS_BYTES)
 
 
 def resolve(name: str, defaults: Settings, mapping: Mapping[str, Any] | None = None) -> Settings:

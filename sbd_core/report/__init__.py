@@ -9,10 +9,10 @@ Speedup conventions (the paper measures speedup as the reduction in forward pass
 * The Table-1 mean speedup columns are arithmetic means of the per-benchmark speedups, as in the paper.
 
 Modules: ``scores`` (load/validate score files, ``summarize``), ``tables`` (Table 1, the paper's table, markdown/LaTeX),
-``paper`` (our runs beside the paper's Table 1),
-``figures`` (matplotlib figures), ``build`` (``build_report`` / ``write_report``).  The names below are re-exported
-lazily, so ``sbd_core.report.DEFAULT_PAPER_TABLE`` (used by the CLI's defaults) needs neither pandas nor matplotlib,
-which are the optional ``report`` extra.
+``paper`` (our runs beside the paper's Table 1), ``figures`` (matplotlib figures: accuracy vs speedup per benchmark,
+and the paper's Figure 1), ``build`` (``build_report`` / ``write_report``).  The names below are re-exported lazily,
+so ``sbd_core.report.DEFAULT_PAPER_TABLE`` (used by the CLI's defaults) needs neither pandas nor matplotlib, which are
+the optional ``report`` extra.
 
 Usage::
 
@@ -26,6 +26,14 @@ from pathlib import Path
 
 #: Default location of the paper's Table 1 (repository checkout layout: <repo>/results/paper/table1.csv).
 DEFAULT_PAPER_TABLE = Path(__file__).resolve().parents[2] / "results" / "paper" / "table1.csv"
+#: The benchmark of the paper's Figure 1 (pass@1 against NFE speedup, one figure per model).
+FIGURE1_BENCHMARK = "lcbv6"
+
+
+def figure1_stem(model: str) -> str:
+    """File name (without extension) of Figure 1 for ``model`` in the report folder."""
+    return f"figure1_{model}"
+
 
 #: Re-exported name -> submodule defining it.
 _EXPORTS = {
@@ -38,7 +46,7 @@ _EXPORTS = {
     **dict.fromkeys(["SYNTHETIC_NOTE", "build_report", "write_report"], "build"),
 }
 
-__all__ = ["DEFAULT_PAPER_TABLE", *_EXPORTS]
+__all__ = ["DEFAULT_PAPER_TABLE", "FIGURE1_BENCHMARK", "figure1_stem", *_EXPORTS]
 
 
 def __getattr__(name: str):

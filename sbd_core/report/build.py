@@ -9,8 +9,8 @@ from typing import Sequence
 import pandas as pd
 
 from ..io_utils import write_bytes_atomic
-from . import DEFAULT_PAPER_TABLE
-from .figures import _figure_bytes, _safe_name
+from . import DEFAULT_PAPER_TABLE, FIGURE1_BENCHMARK, figure1_stem
+from .figures import _figure_bytes, _safe_name, figure1_bytes
 from .paper import compare, comparison_display
 from .scores import load_scores, summarize
 from .tables import _table1_display, load_paper_table, paper_table_display, table1, to_latex, to_markdown
@@ -53,7 +53,7 @@ def _unavailable_md() -> str:
 
 
 def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, paper_md: str | None,
-               figures: list[str]) -> str:
+               figures: list[str], figure1: list[str]) -> str:
     """Assemble report.md."""
     models = ", ".join(sorted(summary["model"].unique()))
     benchmarks = ", ".join(sorted(summary["benchmark"].unique()))
@@ -65,11 +65,16 @@ def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, 
         parts += ["## Beside the paper's Table 1 (ours vs paper: difference)\n", comparison_md, _unavailable_md()]
     if paper_md is not None:
         parts += ["## Paper Table 1 (arXiv 2509.04185v1, as printed)\n", paper_md]
+    if figure1:
+        parts.append(f"## Figure 1: {FIGURE1_BENCHMARK} pass@1 against NFE speedup (SBD over gamma, NTP at 1x)\n")
+        parts += _figure_links(figure1)
     parts.append("## Figures: accuracy vs NFE speedup\n")
-    for name in figures:
-        stem = name[: -len(".png")]
-        parts.append(f"![{stem}]({name})\n\n[{stem}.pdf]({stem}.pdf)\n")
+    parts += _figure_links(figures)
     return "\n".join(parts)
+
+
+def _figure_links(names: list[str]) -> list[str]:
+    return [f"![{name[:-4]}]({name})\n\n[{name[:-4]}.pdf]({name[:-4]}.pdf)\n" for name in names]
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -132,7 +137,12 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
         for fmt, data in _figure_bytes(summary, bench).items():
             files[f"{stem}.{fmt}"] = data
         figures.append(f"{stem}.png")
-    files["report.md"] = _report_md(summary, to_markdown(disp), comparison_md, paper_md, figures).encode()
+    figure1 = []
+    for model in sorted(summary.loc[summary["benchmark"] == FIGURE1_BENCHMARK, "model"].unique()):
+        for fmt, data in figure1_bytes(summary, model, FIGURE1_BENCHMARK).items():
+            files[f"{figure1_stem(model)}.{fmt}"] = data
+        figure1.append(f"{figure1_stem(model)}.png")
+    files["report.md"] = _report_md(summary, to_markdown(disp), comparison_md, paper_md, figures, figure1).encode()
     return files
 
 

@@ -1,4 +1,5 @@
-"""Figures: accuracy vs NFE speedup per task (PNG and PDF, rendered in memory), and a PNG size reader."""
+"""Figures: accuracy vs NFE speedup per task, the paper's Figure 1 per model (PNG and PDF, rendered in memory), and a
+PNG size reader."""
 
 from __future__ import annotations
 
@@ -21,31 +22,22 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
-def _figure_bytes(summary: pd.DataFrame, benchmark: str) -> dict[str, bytes]:
-    """Draw accuracy (%) vs NFE speedup for one benchmark; return {'png': ..., 'pdf': ...} file contents."""
+def _new_axes():
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    data = summary[summary["benchmark"] == benchmark]
-    models = sorted(data["model"].unique())
-    multi = len(models) > 1
     fig = Figure(figsize=FIG_SIZE_IN, dpi=FIG_DPI)
-    ax = fig.add_subplot(1, 1, 1)
-    markers = "osD^vP<>X"
-    for model in models:
-        sub = data[data["model"] == model]
-        prefix = f"{model}: " if multi else ""
-        _plot_families(ax, sub, prefix, markers)
-        _plot_reference_points(ax, sub, prefix)
-    accuracy = 100 * data["accuracy"].dropna()
+    return fig, fig.add_subplot(1, 1, 1)
+
+
+def _rendered(fig, ax, accuracy: pd.Series) -> dict[str, bytes]:
+    """Shared finish: a y range of at least MIN_SPAN points, grid, legend; the PNG and PDF bytes."""
+    accuracy = accuracy.dropna()
     if len(accuracy):  # at least MIN_SPAN points of accuracy, so a one-problem difference does not fill the plot
         top, bottom = float(accuracy.max()), float(accuracy.min())
         ax.set_ylim(max(-1.0, min(bottom, top - MIN_SPAN) - 1.0), min(101.0, top + 1.0))
-    ax.set_xlabel("NFE speedup vs NTP baseline (x)")
-    ax.set_ylabel("Accuracy (%)")
-    ax.set_title(f"{benchmark}: accuracy vs NFE speedup")
     ax.grid(True, alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="best")
@@ -56,6 +48,48 @@ def _figure_bytes(summary: pd.DataFrame, benchmark: str) -> dict[str, bytes]:
         fig.savefig(buf, format=fmt, dpi=FIG_DPI)
         out[fmt] = buf.getvalue()
     return out
+
+
+def _figure_bytes(summary: pd.DataFrame, benchmark: str) -> dict[str, bytes]:
+    """Draw accuracy (%) vs NFE speedup for one benchmark; return {'png': ..., 'pdf': ...} file contents."""
+    data = summary[summary["benchmark"] == benchmark]
+    models = sorted(data["model"].unique())
+    multi = len(models) > 1
+    fig, ax = _new_axes()
+    markers = "osD^vP<>X"
+    for model in models:
+        sub = data[data["model"] == model]
+        prefix = f"{model}: " if multi else ""
+        _plot_families(ax, sub, prefix, markers)
+        _plot_reference_points(ax, sub, prefix)
+    ax.set_xlabel("NFE speedup vs NTP baseline (x)")
+    ax.set_ylabel("Accuracy (%)")
+    ax.set_title(f"{benchmark}: accuracy vs NFE speedup")
+    return _rendered(fig, ax, 100 * data["accuracy"])
+
+
+def figure1_bytes(summary: pd.DataFrame, model: str, benchmark: str = "lcbv6") -> dict[str, bytes]:
+    """The paper's Figure 1 for one model: pass@1 (%) on ``benchmark`` against NFE speedup; the SBD arm decoded
+    with the EB-Sampler (entropy proxy), one point per gamma labelled with gamma and its speedup, and the NTP arm at
+    1x (a star, and a dashed line at its pass@1)."""
+    data = summary[(summary["benchmark"] == benchmark) & (summary["model"] == model)]
+    fig, ax = _new_axes()
+    sbd = data[(data["objective"] == "sbd") & (data["family"] == "eb-entropy")].dropna(subset=["nfe_speedup"])
+    sbd = sbd.sort_values("nfe_speedup")
+    if len(sbd):
+        ax.plot(sbd["nfe_speedup"], 100 * sbd["accuracy"], marker="o", color="tab:orange", label=f"{model} SBD")
+        for x, y, gamma in zip(sbd["nfe_speedup"], 100 * sbd["accuracy"], sbd["gamma"]):
+            ax.annotate(f"\u03b3={gamma:g}: {x:.1f}x", (x, y), textcoords="offset points", xytext=(4, 5), fontsize=7)
+    ntp = data[(data["objective"] == "ntp") & (data["sampler"] == "ntp")]
+    if len(ntp):
+        ax.axhline(100 * ntp["accuracy"].iloc[0], color="gray", linestyle="--", linewidth=1)
+        ax.plot([1.0], 100 * ntp["accuracy"], linestyle="none", marker="*", markersize=14, color="black",
+                label=f"{model} NTP")
+    ax.margins(x=0.15)  # room for the labels of the fastest point
+    ax.set_xlabel("Speedup (NFE reduction, x)")
+    ax.set_ylabel("Pass@1 (%)")
+    ax.set_title(f"{benchmark}: pass@1 vs speedup ({model})")
+    return _rendered(fig, ax, 100 * data["accuracy"])
 
 
 def _plot_families(ax, sub: pd.DataFrame, prefix: str, markers: str) -> None:

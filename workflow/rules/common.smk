@@ -11,6 +11,7 @@ from snakemake_interface_executor_plugins.settings import DeploymentMethod
 from sbd_core.benchmarks import get_benchmark
 from sbd_core.launch import LaunchSettings
 from sbd_core.pipeline import check_layout, train_config
+from sbd_core.report import FIGURE1_BENCHMARK, figure1_stem
 from sbd_core.samplers import NTP, expand_samplers
 from sbd_core.settings import RuntimeSettings, from_section
 from sbd_core.training_data import MixSpec, get_source
@@ -171,9 +172,12 @@ def runs():
 SCORE_FILES = [f"{RUN}/scores/{m}/{o}/{s}/{b}.json" for m, o, s in runs() for b in BENCHMARKS]
 REPORT_DIR = f"{RUN}/report"
 REPORT_TABLES = ["summary.csv", "table1.csv", "table1.md", "table1.tex", "report.md", "provenance.json"]
+# the paper's Figure 1, one per model, when its benchmark (LiveCodeBench) is run
+FIGURE1_FILES = [f"{REPORT_DIR}/{figure1_stem(m)}.{ext}" for m in MODELS for ext in ("png", "pdf")
+                 if FIGURE1_BENCHMARK in BENCHMARKS]
 REPORT_FILES = [f"{REPORT_DIR}/{name}" for name in REPORT_TABLES] + [
     f"{REPORT_DIR}/speedup_{b}.{ext}" for b in BENCHMARKS for ext in ("png", "pdf")
-]
+] + FIGURE1_FILES
 
 
 wildcard_constraints:

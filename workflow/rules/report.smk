@@ -10,6 +10,8 @@ rule report:
         f"{REPORT_DIR}/provenance.json",
         [report(f"{REPORT_DIR}/speedup_{b}.png", category="Figures", caption="../report/speedup.rst") for b in BENCHMARKS],
         [f"{REPORT_DIR}/speedup_{b}.pdf" for b in BENCHMARKS],
+        [report(f, category="Figures", caption="../report/figure1.rst") if f.endswith(".png") else f
+         for f in FIGURE1_FILES],
     params:
         paper=str(PAPER_TABLE),
         bases=arg(PAPER_BASES),

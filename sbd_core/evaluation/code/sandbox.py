@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import queue
 import shutil
 import signal
 import subprocess
@@ -26,6 +25,7 @@ import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable, Iterable
 
 from . import jail
 from .oracle import RunReport
@@ -161,15 +161,25 @@ class _Worker:
                 pass
 
 
-def _serve(requests: queue.SimpleQueue, results: dict, settings: SandboxSettings, slot: int,
-           live: set, stop: threading.Event) -> None:
-    """One pool thread: run requests on its worker until the queue is empty; replace a dead worker."""
+class _Pending:
+    """The requests still to run, handed out one at a time to the pool threads (built lazily if an iterator)."""
+
+    def __init__(self, requests: Iterable[dict]) -> None:
+        self._requests, self._lock = iter(requests), threading.Lock()
+
+    def take(self) -> dict | None:
+        with self._lock:
+            return next(self._requests, None)
+
+
+def _serve(pending: _Pending, results: dict, settings: SandboxSettings, slot: int, live: set,
+           stop: threading.Event, handle) -> None:
+    """One pool thread: run requests on its worker until none are left; replace a dead worker."""
     worker = None
     try:
         while not stop.is_set():
-            try:
-                request = requests.get_nowait()
-            except queue.Empty:
+            request = pending.take()
+            if request is None:
                 return
             if worker is None:
                 worker = _Worker(settings, slot)
@@ -178,31 +188,33 @@ def _serve(requests: queue.SimpleQueue, results: dict, settings: SandboxSettings
                     return
                 worker.wait_ready()
             try:
-                results[request["id"]] = worker.run(request)
+                outcome, report = worker.run(request)
             except WorkerDied:
-                results[request["id"]] = ("crashed", b"")
+                outcome, report = "crashed", b""
                 live.discard(worker)
                 worker.close()
                 worker = None
+            results[request["id"]] = (outcome, report) if handle is None else handle(request, outcome, report)
     finally:
         if worker is not None:
             live.discard(worker)
             worker.close()
 
 
-def run_requests(requests: list[dict], settings: SandboxSettings, parallel: int, timeout_s: float
-                 ) -> dict[int, tuple[str, bytes]]:
-    """Run every request (each with a unique ``id``) on ``parallel`` sandboxed workers; id -> (outcome, report).
+def run_requests(requests: Iterable[dict], settings: SandboxSettings, parallel: int, timeout_s: float,
+                 handle: Callable[[dict, str, bytes], Any] | None = None) -> dict[int, Any]:
+    """Run every request (each with a unique ``id``) on ``parallel`` sandboxed workers; id -> (outcome, report), or
+    id -> ``handle(request, outcome, report)`` (called in a pool thread as each run ends, so the reports need not
+    all be kept). ``requests`` may be a generator: each request is built when a worker is free for it.
 
     Raises RuntimeError (and kills every worker) if the whole batch is not done within ``timeout_s``."""
-    pending: queue.SimpleQueue = queue.SimpleQueue()
-    for request in requests:
-        pending.put(request)
-    results: dict[int, tuple[str, bytes]] = {}
+    pending = _Pending(requests)
+    results: dict[int, Any] = {}
     live: set = set()
     stop = threading.Event()
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        futures = [pool.submit(_serve, pending, results, settings, slot, live, stop) for slot in range(parallel)]
+        futures = [pool.submit(_serve, pending, results, settings, slot, live, stop, handle)
+                   for slot in range(parallel)]
         done, not_done = wait(futures, timeout=timeout_s, return_when=FIRST_EXCEPTION)
         failure = next((future.exception() for future in done if future.exception() is not None), None)
         if not_done or failure is not None:

@@ -75,7 +75,7 @@ def _run_references(tasks: list[_Task], settings: SandboxSettings, parallel: int
     requests = [{"id": i, "program": task.reference, "entry_point": task.entry_point,
                  "inputs": task.encoded_inputs["base"] + task.encoded_inputs["plus"], "time_limits": None,
                  "deadline_s": _remaining(deadline), "memory_bytes": None, "output_mode": task.reference_mode,
-                 "record_time": True, "guard": False} for i, task in enumerate(tasks)]
+                 "record_time": True, "guard": None} for i, task in enumerate(tasks)]
     raw = run_requests(requests, settings, parallel, _remaining(deadline))
     expected = {}
     for i, task in enumerate(tasks):
@@ -95,7 +95,7 @@ def _run_references(tasks: list[_Task], settings: SandboxSettings, parallel: int
 def _sample_limits(reference: RunReport, max_memory_bytes: int) -> dict:
     time_limits = [max(DEFAULT_MIN_TIME_LIMIT, DEFAULT_GT_TIME_LIMIT_FACTOR * t) for t in reference.times]
     return {"time_limits": time_limits, "deadline_s": min(EVALPLUS_TIMEOUT_PER_TASK, sum(time_limits)) + 2.0,
-            "memory_bytes": max_memory_bytes, "record_time": False, "guard": True}
+            "memory_bytes": max_memory_bytes, "record_time": False, "guard": "evalplus"}
 
 
 def _judge(task: _Task, input_set: str, report: RunReport, expected: RunReport, dataset: str) -> str:

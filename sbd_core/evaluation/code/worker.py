@@ -8,7 +8,11 @@ request (one JSON line)::
 
     {"id", "program", "entry_point", "inputs": plain_data-encoded list of argument lists,
      "time_limits": per-input seconds or null, "deadline_s", "memory_bytes": int or null,
-     "output_mode": "plain" | "is_not_none" | "bool_or_not_none", "record_time": bool, "guard": bool}
+     "output_mode": "plain" | "is_not_none" | "bool_or_not_none", "record_time": bool,
+     "guard": "evalplus" | "lcb" | null, "kind": "function" (the default) | "lcb_call" | "stdin"}
+
+``kind`` "lcb_call" and "stdin" are LiveCodeBench's call-based and stdin programs (``lcb_child.py``; "lcb_call" adds
+``test_timeout_s``, "stdin" replaces ``inputs`` with ``stdin``, a list of input texts, one child process per text).
 
 response: a header line ``{"id", "outcome", "nbytes"}`` followed by ``nbytes`` bytes of the child's report, where
 ``outcome`` is ``done`` (the child closed its pipe), ``killed`` (``deadline_s`` passed) or ``too_large`` (the
@@ -17,11 +21,11 @@ report exceeded ``output_cap`` bytes). The report is JSON lines written by the c
 "program" | "exception" | "timeout" | "unserialisable", "detail"}`` after which the child stops (evalplus's fast
 check; "sandbox": the child could not be confined, before the program ran).
 
-The child mirrors ``evalplus.eval.unsafe_execute``: evalplus's ``reliability_guard`` (memory limit, disabled
-destructive calls) when ``guard``, ``exec`` of the program and every call under evalplus's ``swallow_io``, each call
-under evalplus's ``time_limit`` (SIGALRM) when time limits are given; with ``record_time`` each call gets a deep copy
-of its arguments and is timed (as ``evalplus.gen.util.trusted_exec`` does for the ground truth). The child never
-sees expected outputs: it only reports what the program returned. After every run the worker kills every other
+The "function" child mirrors ``evalplus.eval.unsafe_execute``: evalplus's ``reliability_guard`` (memory limit,
+disabled destructive calls) when ``guard`` is "evalplus" (lcb_runner's when "lcb"), ``exec`` of the program and every
+call under evalplus's ``swallow_io``, each call under evalplus's ``time_limit`` (SIGALRM) when time limits are given;
+with ``record_time`` each call gets a deep copy of its arguments and is timed (as ``evalplus.gen.util.trusted_exec``
+does for the ground truth). The child never sees expected outputs: it only reports what the program returned. After every run the worker kills every other
 process of the sandbox (it is process 1 of its PID namespace) and empties the scratch directories.
 """
 
@@ -45,6 +49,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import jail  # noqa: E402  (sibling modules, loaded before the jail hides the host file system)
+import lcb_child  # noqa: E402
 import plain_data  # noqa: E402
 from evalplus.eval.utils import TimeoutException, reliability_guard, swallow_io, time_limit  # noqa: E402
 
@@ -124,33 +129,37 @@ def _run_inputs(request: dict, inline_limit: int) -> None:
 
 
 def _confine(request: dict) -> None:
-    """The child's own directory, no new processes, then the memory limit and evalplus's guard."""
+    """The child's own directory, no new processes, then the memory limit and the request's guard."""
     os.chdir(tempfile.mkdtemp())
     jail.forbid_new_processes()
-    memory = request["memory_bytes"]
-    if request["guard"]:
+    memory, guard = request["memory_bytes"], request["guard"]
+    if guard == "evalplus":
         reliability_guard(maximum_memory_bytes=memory)
-        _extra_guard()
     elif memory is not None:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    if guard == "lcb":
+        lcb_child.guard()
+    if guard:
+        _extra_guard()
 
 
-def _child(request: dict, report_fd: int, config: dict) -> None:
-    """Forked child: private descriptors, ``_confine``, then ``_run_inputs``; never returns."""
+def _child(request: dict, report_fd: int, body, stdio: tuple[int, int] | None) -> None:
+    """Forked child: private descriptors (``stdio``: its stdin and stdout, else /dev/null), ``_confine``, then
+    ``body()``; never returns."""
     try:
         os.setpgid(0, 0)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        os.dup2(report_fd, CHILD_REPORT_FD)
+        stdin_fd, stdout_fd = stdio or (null, null)
+        for fd, source in ((0, stdin_fd), (1, stdout_fd), (2, null), (CHILD_REPORT_FD, report_fd)):
+            os.dup2(source, fd)
         os.closerange(CHILD_REPORT_FD + 1, 1 << 16)
         try:
             _confine(request)
         except BaseException as exc:  # a sandbox defect, not the program's: say so (a reference run then raises)
             _emit({"error": "sandbox", "detail": _describe(exc)})
             return
-        _run_inputs(request, config["inline_limit"])
+        body()
     finally:
         _exit(0)
 
@@ -202,20 +211,35 @@ def _wipe_scratch() -> None:
                     os.unlink(path)
 
 
-def run_request(request: dict, config: dict) -> tuple[str, bytes]:
-    """Fork a child for ``request``, collect its report, clean up; return (outcome, report bytes)."""
+def _run_child(request: dict, config: dict, body, stdio: tuple[int, int] | None = None,
+               deadline_s: float | None = None) -> tuple[str, bytes]:
+    """Fork a child that runs ``body`` (see ``_child``), collect its report until ``deadline_s`` (default: the
+    request's), kill whatever it left; return (outcome, report bytes)."""
     read_fd, write_fd = os.pipe()
     child = os.fork()
     if child == 0:
         os.close(read_fd)
-        _child(request, write_fd, config)
+        _child(request, write_fd, body, stdio)
     os.close(write_fd)
     with contextlib.suppress(OSError):
         os.setpgid(child, child)
-    outcome, report = _collect(read_fd, request["deadline_s"], config["output_cap"])
+    outcome, report = _collect(read_fd, deadline_s or request["deadline_s"], config["output_cap"])
     _kill_leftovers(child)
-    _wipe_scratch()
     return outcome, report
+
+
+def run_request(request: dict, config: dict) -> tuple[str, bytes]:
+    """Run ``request`` in forked children (one, or one per stdin test), clean up; return (outcome, report bytes)."""
+    kind, inline_limit = request.get("kind", "function"), config["inline_limit"]
+    if kind == "stdin":
+        result = lcb_child.run_stdin_tests(request, config, lambda body, stdio, deadline: _run_child(
+            request, config, body, stdio, deadline), _emit, _describe)
+    elif kind == "lcb_call":
+        result = _run_child(request, config, lambda: lcb_child.run_call_based(request, inline_limit, _emit, _describe))
+    else:
+        result = _run_child(request, config, lambda: _run_inputs(request, inline_limit))
+    _wipe_scratch()
+    return result
 
 
 def self_checks() -> dict[str, bool]:
