@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from . import pipeline, report, roofline
+from . import pipeline, report, roofline, timing
 from .errors import UserError, user_input
 from .launch import LaunchSettings
 from .settings import RuntimeSettings, from_section
@@ -142,6 +142,23 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--kv-len", type=int, nargs="+", help="cached tokens (default: the paper's, or the file's)")
     s.add_argument("--block-size", type=int, nargs="+", help="block sizes (default: the paper's)")
     s.add_argument("--out", type=Path, default=None, help="CSV file (default: standard output)")
+
+    s = sub.add_parser("timing", help="time(k): latency of the fast engine's steps on this machine (JSON file)")
+    s.add_argument("--model", type=Path, default=None, help="a checkpoint folder")
+    s.add_argument("--shape", default=None, help="or a named model shape with random weights, one of "
+                   f"{sorted(n for n, m in roofline.MODELS.items() if not m.as_printed)}")
+    s.add_argument("--layers", type=int, default=None, help="with --shape: this many layers (default: all)")
+    s.add_argument("--device", default="cpu")
+    s.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16")
+    s.add_argument("--batch", type=int, nargs="+", default=[1], help="rows per forward")
+    s.add_argument("--width", type=int, nargs="+", default=list(timing.DEFAULT_WIDTHS),
+                   help="tokens per row (1: the NTP step; wider: SBD block steps)")
+    s.add_argument("--block-size", type=int, nargs="+", default=[], help="block sizes k: adds the 2k re-feed steps")
+    s.add_argument("--kv-len", type=int, nargs="+", default=[128], help="cached tokens per row")
+    s.add_argument("--warmup", type=int, default=3)
+    s.add_argument("--repeats", type=int, default=20)
+    s.add_argument("--compile", action="store_true", help="time the step compiled with torch.compile")
+    s.add_argument("--out", type=Path, required=True, help="the time(k) JSON file")
     return p
 
 
@@ -198,6 +215,11 @@ def _run(args: argparse.Namespace) -> None:
                                   args.measured, args.batch, args.kv_len, args.block_size)
         if args.out is None:
             print(text, end="")
+    elif args.stage == "timing":
+        result = timing.run_timing(args.out, args.model, args.shape, args.layers, args.device, args.dtype, args.batch,
+                                   args.width, args.block_size, args.kv_len, args.warmup, args.repeats, args.compile,
+                                   progress)
+        print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -31,50 +31,14 @@ import torch
 from tqdm.auto import tqdm
 from transformers import DynamicCache
 
+from .engine import FastDecoder
+from .generation import (DecodeConfig, Generation, cut_at_stop, encode_prompt, find_stop, never_generated_ids,
+                         resolve_eos)
 from .mask_token import mask_token_id
 from .masking import backend_mask
 from .solvers import exclude_tokens, get_solver
 
-
-@dataclass
-class DecodeConfig:
-    """Decoding settings shared by the SBD and NTP modes."""
-
-    mode: str = "sbd"  # "sbd" (block decoding with a solver) or "ntp" (one token per forward)
-    block_size: int = 16
-    max_new_tokens: int = 256
-    stop_strings: tuple[str, ...] = ()
-    eos_token_ids: tuple[int, ...] | None = None  # None: the tokenizer's EOS
-    batch_size: int = 8
-    add_special_tokens: bool = True  # passed to the tokenizer when prompts are strings
-
-    def __post_init__(self):
-        if self.mode not in ("sbd", "ntp"):
-            raise ValueError(f"mode must be 'sbd' or 'ntp', got {self.mode!r}")
-        for name in ("block_size", "max_new_tokens", "batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        self.stop_strings = tuple(self.stop_strings)
-
-
-@dataclass
-class Generation:
-    """One decoded completion with its cost."""
-
-    text: str  # completion, cut before the stop string / EOS
-    token_ids: list[int]  # generated tokens up to and including the one that met the stop condition
-    nfe: int  # forward passes after prefill
-    stop_reason: str  # "eos", "stop_string" or "length"
-    wall_time_s: float  # from the start of the batch until this row stopped
-
-    @property
-    def num_tokens(self) -> int:
-        return len(self.token_ids)
-
-    @property
-    def tokens_per_forward(self) -> float:
-        return self.num_tokens / self.nfe if self.nfe else 0.0
+__all__ = ["BlockDecoder", "DecodeConfig", "Generation", "cut_at_stop", "generate", "never_generated_ids"]
 
 
 @dataclass
@@ -107,10 +71,7 @@ class BlockDecoder:
         self.model, self.tokenizer = model.eval(), tokenizer
         self.config = config or DecodeConfig()
         self.solver = solver or get_solver("topk", n=1)
-        eos = self.config.eos_token_ids
-        if eos is None:
-            eos = () if tokenizer.eos_token_id is None else (tokenizer.eos_token_id,)
-        self.eos = frozenset(int(t) for t in eos)
+        self.eos = resolve_eos(self.config, tokenizer)
         self.mask_id = mask_token_id(model) if self.config.mode == "sbd" else None
         self.excluded_ids = never_generated_ids(model, tokenizer, self.eos)
         self.context = getattr(model.config, "max_position_embeddings", None)
@@ -119,7 +80,10 @@ class BlockDecoder:
 
     # ----------------------------------------------------------------------------------------------- public API
     def generate(self, prompts, progress: bool = False) -> list[Generation]:
-        """Decode ``prompts`` (strings or lists of token ids) in batches; results keep the input order."""
+        """Decode ``prompts`` (strings or lists of token ids) in batches; results keep the input order. With
+        ``config.engine == "fast"`` the engine (:mod:`sbd_core.engine`) decodes them instead, with the same results."""
+        if self.config.engine == "fast":
+            return FastDecoder(self.model, self.tokenizer, self.config, self.solver).generate(prompts, progress)
         ids = [self._encode(p) for p in prompts]
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths share a batch: less padding
         results: list[Generation | None] = [None] * len(ids)
@@ -149,18 +113,7 @@ class BlockDecoder:
 
     # ----------------------------------------------------------------------------------------------- setup
     def _encode(self, prompt) -> list[int]:
-        if isinstance(prompt, str):
-            ids = self.tokenizer(prompt, add_special_tokens=self.config.add_special_tokens)["input_ids"]
-        else:
-            ids = [int(t) for t in prompt]
-        if not ids:
-            raise ValueError("empty prompt: give at least one token (e.g. the tokenizer's BOS)")
-        if self.context is not None and len(ids) >= self.context:
-            raise ValueError(
-                f"prompt of {len(ids)} tokens does not fit the model's context of {self.context} tokens "
-                "(max_position_embeddings); shorten it or use a model with a longer context"
-            )
-        return ids
+        return encode_prompt(self.tokenizer, prompt, self.config.add_special_tokens, self.context)
 
     def _start(self, prompt_ids):
         device, n = self.model.device, len(prompt_ids)
@@ -303,15 +256,7 @@ class BlockDecoder:
 
     def _find_stop(self, tokens: list[int], start: int) -> int | None:
         """Smallest token count whose text contains a stop string, looking only at text that ends after ``start``."""
-        lo = max(0, start - self._stop_window)  # a token decodes to >= 1 character, so the window covers any straddle
-        text = self.tokenizer.decode(tokens[lo:])
-        if not any(s in text for s in self.config.stop_strings):
-            return None
-        for end in range(max(start, lo) + 1, len(tokens) + 1):
-            text = self.tokenizer.decode(tokens[lo:end])
-            if any(s in text for s in self.config.stop_strings):
-                return end
-        return None
+        return find_stop(self.tokenizer, tokens, start, self.config.stop_strings, self._stop_window)
 
     def _drop_finished(self, st: _Batch, last: torch.Tensor) -> torch.Tensor:
         """Remove finished rows from the batch and the cache (at most once per block)."""
@@ -333,31 +278,6 @@ class BlockDecoder:
         body = ids[:-1] if st.reason[row] == "eos" else ids
         text = cut_at_stop(self.tokenizer.decode(body), self.config.stop_strings)
         return Generation(text, ids, st.nfe[row], st.reason[row], st.finish_time[row])
-
-
-def never_generated_ids(model, tokenizer, eos_ids) -> tuple[int, ...]:
-    """Token ids no decoder may write: the SBD mask token (when ``model`` records one; also in NTP mode) and the pad
-    token when it is a token of its own.
-
-    A revealed mask token would leave a hole that looks filled. A pad token marks where there is no text, so writing it
-    is never right; but tokenizers often reuse EOS (Qwen-3) or BOS as their pad token, and then that id has a real job
-    (ending a generation, starting a document) and stays allowed.
-    """
-    out = set()
-    mask_id = mask_token_id(model, required=False)
-    if mask_id is not None:
-        out.add(mask_id)
-    pad, bos = tokenizer.pad_token_id, tokenizer.bos_token_id
-    if pad is not None and pad not in eos_ids and pad != bos and pad != tokenizer.eos_token_id:
-        out.add(int(pad))
-    return tuple(sorted(out))
-
-
-def cut_at_stop(text: str, stop_strings) -> str:
-    """``text`` up to (not including) the first occurrence of any stop string."""
-    for stop in stop_strings:
-        text = text.split(stop, 1)[0]
-    return text
 
 
 def generate(model, tokenizer, prompts, config: DecodeConfig | None = None, solver=None, progress=False):

@@ -218,13 +218,18 @@ def nfe_speedup(block_size: int, forwards_per_block: float) -> float:
     return block_size / forwards_per_block
 
 
-def predicted_speedup(time_fn: TimeFn, block_size: int, forwards_per_block: float, batch: int, kv_len: int) -> float:
-    """Eq. 16: k T(1) / (T(2k) + (l - 1) T(k)) at ``batch`` rows and ``kv_len`` cached tokens; l may be a mean."""
+def predicted_speedup(time_fn: TimeFn, block_size: int, forwards_per_block: float, batch: int, kv_len: int,
+                      refeed_fn: TimeFn | None = None) -> float:
+    """Eq. 16: k T(1) / (T(2k) + (l - 1) T(k)) at ``batch`` rows and ``kv_len`` cached tokens; l may be a mean.
+
+    ``refeed_fn`` (measured mode) gives T(2k) as the decoder pays it: a forward of the re-fed block plus the new one,
+    with logits for the new block only; without it T(2k) is ``time_fn`` at width 2k."""
     if not 1 <= forwards_per_block <= block_size:
         raise RooflineInputError(f"forwards per block must lie in [1, block size {block_size}], "
                                  f"got {forwards_per_block}")
     k, t = block_size, partial(time_fn, batch)
-    return k * t(1, kv_len) / (t(2 * k, kv_len) + (forwards_per_block - 1) * t(k, kv_len))
+    first = (refeed_fn or time_fn)(batch, 2 * k, kv_len)
+    return k * t(1, kv_len) / (first + (forwards_per_block - 1) * t(k, kv_len))
 
 
 def slowdown(time_fn: TimeFn, block_size: int, batch: int, kv_len: int) -> float:
@@ -239,11 +244,13 @@ def table3(time_fn: TimeFn, batches, kv_lens, block_sizes, covered=lambda batch,
 
 
 def table4(time_fn: TimeFn, nfe_speedups, batches, kv_lens, block_sizes,
-           covered=lambda batch, width, kv: True) -> list[tuple]:
+           covered=lambda batch, width, kv: True, refeed_fn: TimeFn | None = None,
+           refeed_covered=None) -> list[tuple]:
     """Rows (nfe_speedup, batch, kv_len, block_size, speedup) at l = k / nfe_speedup forwards per block."""
-    return [(s, b, n, k, predicted_speedup(time_fn, k, k / s, b, n))
+    first_covered = refeed_covered or covered
+    return [(s, b, n, k, predicted_speedup(time_fn, k, k / s, b, n, refeed_fn))
             for s in nfe_speedups for b in batches for n in kv_lens for k in block_sizes
-            if k >= s and all(covered(b, w, n) for w in (1, k, 2 * k))]
+            if k >= s and covered(b, 1, n) and covered(b, k, n) and first_covered(b, 2 * k, n)]
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -251,9 +258,17 @@ def table4(time_fn: TimeFn, nfe_speedups, batches, kv_lens, block_sizes,
 # ----------------------------------------------------------------------------------------------------------------------
 
 
+#: The steps a time(k) row may time: ``ntp`` (one token, the NTP decoder), ``block`` (a block of ``width`` tokens, its
+#: logits and the solver), ``refeed`` (the first forward of a block: the finished block of ``width / 2`` re-fed
+#: causally plus the new block, logits for the new block only), ``forward`` (a bare forward; rows without ``step``).
+STEPS = ("ntp", "block", "refeed", "forward")
+
+
 @dataclass(frozen=True)
 class Timing:
-    """A validated time(k) file: its header and median seconds as ``grids[batch][width][kv_len]``."""
+    """A validated time(k) file: its header and median seconds as ``grids[batch][width][kv_len]`` (width 1: the
+    ``ntp`` rows, wider: the ``block`` rows; ``forward`` rows where those are missing) and ``refeeds`` (the same for
+    the ``refeed`` rows)."""
 
     path: str
     device: str
@@ -263,6 +278,7 @@ class Timing:
     warmup: int
     repeats: int
     grids: dict
+    refeeds: dict = field(default_factory=dict)
 
     def batches(self) -> list[int]:
         return sorted(self.grids)
@@ -270,10 +286,10 @@ class Timing:
     def kv_lens(self) -> list[int]:
         return sorted({n for by_width in self.grids.values() for by_kv in by_width.values() for n in by_kv})
 
-    def covers(self, batch: int, width: int, kv_len: int) -> bool:
+    def covers(self, batch: int, width: int, kv_len: int, refeed: bool = False) -> bool:
         """Whether ``measured_time`` gives this point without extrapolating."""
         try:
-            measured_time(self, batch, width, kv_len)
+            measured_time(self, batch, width, kv_len, refeed=refeed)
         except RooflineInputError:
             return False
         return True
@@ -308,11 +324,18 @@ def load_timing(path) -> Timing:
               for key in ("warmup", "repeats")}
     model = _field(path, data, "model", dict, expect="an object")
     rows = _field(path, data, "rows", list, check=bool, expect="a non-empty list")
-    return Timing(path=str(path), model=model, grids=_read_rows(path, rows), **header, **counts)
+    by_step = _read_rows(path, rows)
+    grids: dict = {}
+    for step in ("forward", "block", "ntp"):  # later steps win: width 1 from ntp, wider from block rows
+        for batch, by_width in by_step.get(step, {}).items():
+            for width, by_kv in by_width.items():
+                if step != "ntp" or width == 1:
+                    grids.setdefault(batch, {})[width] = by_kv
+    return Timing(path=str(path), model=model, grids=grids, refeeds=by_step.get("refeed", {}), **header, **counts)
 
 
 def _read_rows(path, rows: list) -> dict:
-    """The ``rows`` of a time(k) file as ``{batch: {width: {kv_len: median seconds}}}``, each row validated."""
+    """The ``rows`` of a time(k) file as ``{step: {batch: {width: {kv_len: median seconds}}}}``, each validated."""
     positive = dict(check=lambda v: math.isfinite(v) and v > 0, expect="a positive number")
     grids: dict = {}
     for i, row in enumerate(rows):
@@ -326,10 +349,14 @@ def _read_rows(path, rows: list) -> dict:
                   for name in ("p10_ms", "p90_ms") if name in row]
         if spread and not spread[0] <= median <= spread[-1]:
             raise TimingFileError(f"timing file {path}: rows[{i}] must have p10_ms <= median_ms <= p90_ms")
+        step = row.get("step", "forward")
+        if step not in STEPS:
+            raise TimingFileError(f"timing file {path}: field 'rows[{i}].step' must be one of {STEPS}, got {step!r}")
         batch, width, kv_len = key
-        by_kv = grids.setdefault(batch, {}).setdefault(width, {})
+        by_kv = grids.setdefault(step, {}).setdefault(batch, {}).setdefault(width, {})
         if kv_len in by_kv:
-            raise TimingFileError(f"timing file {path}: rows[{i}] repeats (batch, width, kv_len) = {key}")
+            raise TimingFileError(f"timing file {path}: rows[{i}] repeats (step, batch, width, kv_len) = "
+                                  f"{(step, *key)}")
         by_kv[kv_len] = median / 1000.0
     return grids
 
@@ -355,16 +382,19 @@ def _linear(points: dict, x: float) -> float:
     return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
 
 
-def measured_time(timing: Timing, batch: int, width: int, kv_len: int, extrapolate: bool = False) -> float:
-    """Median seconds of a forward: a measured row, or linear interpolation in kv_len (per width), then in width.
+def measured_time(timing: Timing, batch: int, width: int, kv_len: int, extrapolate: bool = False,
+                  refeed: bool = False) -> float:
+    """Median seconds of a forward: a measured row, or linear interpolation in kv_len (per width), then in width;
+    ``refeed``: of the re-feed step (see :data:`STEPS`).
 
     The batch must be measured. Outside the measured widths or kv_lens it raises RooflineInputError, unless
     ``extrapolate`` (then it extends the end segment linearly and logs a warning).
     """
-    where = f"timing file {timing.path}: batch {batch}"
-    if batch not in timing.grids:
-        raise RooflineInputError(f"{where} is not measured (measured batches: {timing.batches()})")
-    grid = timing.grids[batch]
+    grids = timing.refeeds if refeed else timing.grids
+    where = f"timing file {timing.path}: {'refeed step, ' if refeed else ''}batch {batch}"
+    if batch not in grids:
+        raise RooflineInputError(f"{where} is not measured (measured batches: {sorted(grids)})")
+    grid = grids[batch]
     at_width = {}
     for w in _neighbours(sorted(grid), width, f"{where}, width", extrapolate):
         kvs = _neighbours(sorted(grid[w]), kv_len, f"{where}, width {w}, kv_len", extrapolate)
@@ -395,7 +425,12 @@ def build_table(table: int, roof: Roofline | None = None, timing: Timing | None 
     covered = timing.covers if timing is not None else (lambda b, w, n: True)
     if table == 3:
         return table3(time_fn, grid["batches"], grid["kv_lens"], grid["block_sizes"], covered)
-    return table4(time_fn, grid["nfe_speedups"], grid["batches"], grid["kv_lens"], grid["block_sizes"], covered)
+    refeed = {}
+    if timing is not None and timing.refeeds:  # T(2k) as the decoder pays it
+        refeed = {"refeed_fn": partial(measured_time, timing, refeed=True),
+                  "refeed_covered": partial(timing.covers, refeed=True)}
+    return table4(time_fn, grid["nfe_speedups"], grid["batches"], grid["kv_lens"], grid["block_sizes"], covered,
+                  **refeed)
 
 
 def write_table(rows: list[tuple], table: int, out) -> str:

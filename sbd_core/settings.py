@@ -80,3 +80,18 @@ class RuntimeSettings:
     def gpus(self) -> int:
         """GPUs one model job needs (0 on the CPU)."""
         return 0 if self.device == "cpu" else 1
+
+
+@dataclass(frozen=True)
+class DecodeTiming:
+    """How the decode stage times a run (keys of the config's ``decode`` section beside the DecodeConfig ones):
+    ``timing_repeats`` decodes of the problems, the fastest wall time counting (short CPU decodes vary by tens of
+    percent); ``latency_problems`` of them decoded again one at a time (batch 1: the latency measurement; 0: none)."""
+
+    timing_repeats: int = 1
+    latency_problems: int = 0
+
+    def __post_init__(self):
+        if self.timing_repeats < 1 or self.latency_problems < 0:
+            raise UserError(f"decode.timing_repeats must be >= 1 and decode.latency_problems >= 0, got "
+                            f"{self.timing_repeats} and {self.latency_problems}")

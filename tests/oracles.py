@@ -133,3 +133,101 @@ def check_greedy_path(ours: list[int], our_logits: torch.Tensor, ref: list[int],
             assert gap < bound, f"step {t}: token {a}, generate chose {b} with a top-2 gap of {gap:.2e} >= {bound}"
             return
     assert len(ours) == len(ref), f"{len(ours)} tokens, generate gave {len(ref)}"
+
+
+def check_engine_path(model, prompts, gens, calls, slots, block_size, max_new, eos, excluded, atol=ATOL) -> None:
+    """Check one fast-engine decode (SBD mode, no stop strings) of ``prompts`` with ``slots`` rows at a time.
+
+    The engine's scheduling is part of what is checked: slot ``s`` starts with prompt ``s``; a slot freed by a stop
+    takes the next prompt in input order (freed slots in increasing order). Per forward (one solver call over all
+    slots): a slot without a row has nothing masked; a slot's masked set is its row's, padded with False to the
+    block size; every masked row's logits equal :func:`reference_logits`; reveals and stops are rebuilt from the
+    solver's answers. Per row: tokens, stop reason and NFE, as :func:`check_sbd_path`.
+    """
+    mask_id = model.config.sbd_mask_token_id
+    queue = list(range(len(prompts)))[::-1]
+    slot_row: list[int | None] = [None] * slots
+    seqs = [list(p) for p in prompts]
+    block: dict[int, list[int]] = {}
+    masked: dict[int, list[bool]] = {}
+    gen_len, nfe, final = [0] * len(prompts), [0] * len(prompts), [None] * len(prompts)
+
+    def start_block(r):
+        length = min(block_size, max_new - gen_len[r])
+        block[r], masked[r] = [mask_id] * length, [True] * length
+
+    def admit(free):
+        for s in free:
+            if queue:
+                slot_row[s] = queue.pop()
+                start_block(slot_row[s])
+
+    admit(range(slots))
+    pending = list(calls)
+    while any(r is not None for r in slot_row):
+        assert pending, "the engine stopped calling the solver while rows were decoding"
+        call = pending.pop(0)
+        freed = []
+        for s, r in enumerate(slot_row):
+            if r is None:
+                assert not call.masked[s].any(), f"slot {s} has no row but masked positions"
+                continue
+            length = len(block[r])
+            assert call.masked[s].tolist() == masked[r] + [False] * (block_size - length), f"row {r}: masked set"
+            nfe[r] += 1
+            ref = reference_logits(model, seqs[r], block[r], excluded)
+            _close(call.logits[s, :length], ref, atol, f"row {r} (slot {s}), block at {gen_len[r]}, forward {nfe[r]}")
+            assert not call.reveal[s, length:].any(), f"row {r}: revealed a position past its block"
+            for i in torch.nonzero(call.reveal[s]).flatten().tolist():
+                assert masked[r][i], f"row {r}: position {i} revealed twice"
+                block[r][i], masked[r][i] = int(call.tokens[s, i]), False
+            prefix = (seqs[r] + block[r][: (masked[r] + [True]).index(True)])[len(prompts[r]):]
+            if _stop_index(prefix, eos, max_new) is not None:
+                final[r], slot_row[s] = prefix, None
+                freed.append(s)
+            elif not any(masked[r]):
+                seqs[r] += block[r]
+                gen_len[r] += length
+                start_block(r)
+        admit(freed)
+    assert not pending, f"{len(pending)} solver calls after the last row stopped"
+    for r, gen in enumerate(gens):
+        stop = _stop_index(final[r], eos, max_new)
+        assert gen.token_ids == final[r][:stop], f"row {r}: returned tokens"
+        assert gen.nfe == nfe[r], f"row {r}: NFE {gen.nfe}, reference {nfe[r]}"
+        assert gen.stop_reason == ("eos" if final[r][stop - 1] in eos else "length"), f"row {r}: stop reason"
+
+
+def engine_ntp_logits(calls, slots, n_rows, max_new, eos) -> list[torch.Tensor]:
+    """Per row, the logits [T, V] its NTP-mode engine forwards gave, in order (scheduling as in
+    :func:`check_engine_path`: a row stops at its first EOS or after ``max_new`` tokens)."""
+    queue = list(range(n_rows))[::-1]
+    slot_row = [queue.pop() if queue else None for _ in range(slots)]
+    logits: list[list[torch.Tensor]] = [[] for _ in range(n_rows)]
+    for call in calls:
+        freed = []
+        for s, r in enumerate(slot_row):
+            if r is None:
+                continue
+            logits[r].append(call.logits[s, 0])
+            token = int(call.tokens[s, 0])
+            if token in eos or len(logits[r]) >= max_new:
+                slot_row[s] = None
+                freed.append(s)
+        for s in freed:
+            slot_row[s] = queue.pop() if queue else None
+    return [torch.stack(rows) for rows in logits]
+
+
+def decisions_are_stable(solver, calls, eps: float = 1e-4, draws: int = 4) -> bool:
+    """Whether every recorded call's decision (reveal and tokens) survives random logit perturbations of size
+    ``eps``: then it is not near-tied, and two code paths whose logits differ by ~1e-6 must decide alike."""
+    gen = torch.Generator().manual_seed(0)
+    for call in calls:
+        finite = torch.isfinite(call.logits)
+        for _ in range(draws):
+            noise = (torch.rand(call.logits.shape, generator=gen) * 2 - 1) * eps
+            reveal, tokens = solver(torch.where(finite, call.logits + noise, call.logits), call.masked)
+            if not torch.equal(reveal, call.reveal) or not torch.equal(tokens[call.reveal], call.tokens[call.reveal]):
+                return False
+    return True

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 from .. import checkpoint
@@ -26,7 +26,7 @@ from ..benchmarks import ID_KEY, add_special_tokens_for, get_benchmark
 from ..errors import UserError, user_input
 from ..io_utils import read_jsonl, write_json_atomic, write_jsonl_atomic
 from ..provenance import provenance
-from ..settings import RuntimeSettings
+from ..settings import DecodeTiming, RuntimeSettings, from_section
 
 log = logging.getLogger("sbd_core")
 
@@ -47,23 +47,56 @@ def _model_recipe(model_dir: Path) -> dict:
 _SET_BY_THE_STAGE = ("mode", "max_new_tokens", "stop_strings", "add_special_tokens")  # DecodeConfig keys decode sets
 
 
-def decode_options(decode_spec: dict | None) -> tuple[dict, int]:
-    """The decode spec (the config's ``decode`` section without the samplers) as ``(DecodeConfig keys,
-    timing_repeats)``, checked: UserError naming an unknown key (with the allowed ones) or a bad value."""
+def decode_options(decode_spec: dict | None) -> tuple[dict, DecodeTiming]:
+    """The decode spec (the config's ``decode`` section without the samplers) as ``(DecodeConfig keys, timing
+    settings)``, checked: UserError naming an unknown key (with the allowed ones) or a bad value."""
     from ..decode import DecodeConfig
 
     options = dict(decode_spec or {})
-    allowed = sorted({f.name for f in fields(DecodeConfig)} - set(_SET_BY_THE_STAGE) | {"timing_repeats"})
+    timing_keys = {f.name for f in fields(DecodeTiming)}
+    allowed = sorted({f.name for f in fields(DecodeConfig)} - set(_SET_BY_THE_STAGE) | timing_keys)
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise UserError(f"decode spec: unknown key(s) {unknown}; allowed: {allowed} (the sampler and the benchmark's "
                         f"settings set {list(_SET_BY_THE_STAGE)})")
-    repeats = options.pop("timing_repeats", 1)
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise UserError(f"decode spec: timing_repeats must be an integer >= 1, got {repeats!r}")
+    timing = from_section(DecodeTiming, {k: options.pop(k) for k in timing_keys if k in options}, "decode spec")
     with user_input("decode spec"):
         DecodeConfig(**options)
-    return options, repeats
+    return options, timing
+
+
+def timed_decodes(decoder, prompts, repeats: int, progress: bool) -> tuple[list, list[float]]:
+    """``repeats`` decodes of ``prompts``: the first run's generations and every run's wall time (s)."""
+    start = time.perf_counter()
+    generations = decoder.generate(prompts, progress=progress)
+    wall_times = [time.perf_counter() - start]
+    for _ in range(repeats - 1):
+        start = time.perf_counter()
+        again = decoder.generate(prompts, progress=False)
+        wall_times.append(time.perf_counter() - start)
+        if [g.token_ids for g in again] != [g.token_ids for g in generations]:
+            log.warning("timing repeat %d decoded other tokens than the first run (sampling?); the stored "
+                        "generations are the first run's", len(wall_times))
+    return generations, wall_times
+
+
+def latency_run(model, tokenizer, config, solver, prompts, generations, repeats: int) -> dict:
+    """The first ``len(prompts)`` problems decoded one at a time (batch 1), fastest of ``repeats``: wall time with and
+    without the prompts' prefill, and the tokens and forwards it covers."""
+    from ..decode import BlockDecoder
+
+    decoder = BlockDecoder(model, tokenizer, replace(config, batch_size=1), solver)
+    runs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        gens = decoder.generate(prompts)
+        runs.append((time.perf_counter() - start, sum(g.prefill_time_s for g in gens)))
+    if [g.token_ids for g in gens] != [g.token_ids for g in generations[:len(prompts)]]:
+        log.warning("batch 1 decoded other tokens than batch %d (sampling, or a near-tie that batch composition "
+                    "flipped); the latency run times its own tokens", config.batch_size)
+    wall, prefill = min(runs)
+    return {"batch_size": 1, "problems": len(prompts), "wall_time_s": wall, "prefill_time_s": prefill,
+            "decode_time_s": wall - prefill, "tokens": sum(g.num_tokens for g in gens), "nfe": sum(g.nfe for g in gens)}
 
 
 def run_decode(model_dir: Path, benchmark: str, benchmark_settings: dict | None, test_file: Path, sampler_spec: dict,
@@ -82,7 +115,7 @@ def run_decode(model_dir: Path, benchmark: str, benchmark_settings: dict | None,
     settings = bench.settings(benchmark_settings)
     problems = bench.load(test_file)
     sampler_spec = checked_sampler(sampler_spec)
-    options, repeats = decode_options(decode_spec)
+    options, timing = decode_options(decode_spec)
     model, tokenizer = checkpoint.load(model_dir, runtime.device, runtime.dtype)
     prompts = [bench.prompt(p, tokenizer, settings) for p in problems]
     max_new_tokens, stops = bench.generation(settings)
@@ -90,26 +123,25 @@ def run_decode(model_dir: Path, benchmark: str, benchmark_settings: dict | None,
                           add_special_tokens=add_special_tokens_for(prompts[0], tokenizer), **options)
     with user_input(f"model {model_dir}"):  # e.g. SBD decoding of a checkpoint without a mask token
         decoder = BlockDecoder(model, tokenizer, config, build_solver(sampler_spec))
-    start = time.perf_counter()
-    generations = decoder.generate(prompts, progress=progress)
-    wall_times = [time.perf_counter() - start]
-    for _ in range(repeats - 1):
-        start = time.perf_counter()
-        again = decoder.generate(prompts, progress=False)
-        wall_times.append(time.perf_counter() - start)
-        if [g.token_ids for g in again] != [g.token_ids for g in generations]:
-            log.warning("timing repeat %d decoded other tokens than the first run (sampling?); the stored "
-                        "generations are the first run's", len(wall_times))
+    generations, wall_times = timed_decodes(decoder, prompts, timing.timing_repeats, progress)
     elapsed = min(wall_times)
+    prompt_tokens = [len(tokenizer(p, add_special_tokens=config.add_special_tokens)["input_ids"]) for p in prompts]
     records = [{"id": p[ID_KEY], "prompt": prompt, "completion": g.text, "token_ids": g.token_ids,
                 "num_tokens": g.num_tokens, "nfe": g.nfe, "tokens_per_forward": g.tokens_per_forward,
-                "stop_reason": g.stop_reason, "wall_time_s": g.wall_time_s}
-               for p, prompt, g in zip(problems, prompts, generations)]
+                "stop_reason": g.stop_reason, "wall_time_s": g.wall_time_s, "prompt_tokens": n}
+               for p, prompt, g, n in zip(problems, prompts, generations, prompt_tokens)]
     write_jsonl_atomic(records, out_path)
+    latency = None
+    if timing.latency_problems:
+        subset = prompts[:timing.latency_problems]
+        latency = latency_run(model, tokenizer, config, build_solver(sampler_spec), subset, generations,
+                              timing.timing_repeats)
     record = {"model": str(model_dir), "recipe": _model_recipe(model_dir), "benchmark": benchmark,
               "benchmark_settings": asdict(settings),
               "sampler_spec": sampler_spec, "block_size": config.block_size, "batch_size": config.batch_size,
-              "runtime": asdict(runtime), "total_wall_time_s": elapsed, "wall_times_s": wall_times}
+              "engine": config.engine, "runtime": asdict(runtime), "total_wall_time_s": elapsed,
+              "wall_times_s": wall_times, "latency": latency,
+              "mean_prompt_tokens": sum(prompt_tokens) / max(len(prompt_tokens), 1)}
     write_json_atomic(provenance("decode", record), Path(str(out_path) + ".provenance.json"))
     log.info("decoded %d problems in %.1f s", len(records), elapsed)
 
@@ -145,9 +177,18 @@ def score_generations(benchmark: str, generations: Path, data: Path | None = Non
         except (UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
             raise UserError(f"{sidecar}: not the decode stage's provenance record ({type(err).__name__}: {err}); "
                             "remove it, or decode again") from None
-        result.update({key: decoded.get(key) for key in ("sampler_spec", "recipe", "block_size", "batch_size")})
+        keys = ("sampler_spec", "recipe", "block_size", "batch_size", "engine", "latency", "mean_prompt_tokens")
+        result.update({key: decoded.get(key) for key in keys})
         result["wall_time_s"] = decoded.get("total_wall_time_s")
+        if records and all("nfe" in r for r in records) and decoded.get("block_size"):
+            result["total_blocks"] = blocks_decoded(records, decoded["block_size"], decoded["sampler_spec"]["mode"])
     return result
+
+
+def blocks_decoded(records: list[dict], block_size: int, mode: str) -> int:
+    """Blocks the decoder started over a generations file (NTP decoding: one token is one block)."""
+    size = 1 if mode == "ntp" else block_size
+    return sum(max(1, -(-r["num_tokens"] // size)) for r in records)
 
 
 def run_score(benchmark: str, generations: Path, out_path: Path, data: Path | None = None,

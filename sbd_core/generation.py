@@ -1,0 +1,120 @@
+"""What both decoders share: the decoding settings, the result of one row, and the rules for prompts, stop strings
+and tokens that are never written (:mod:`sbd_core.decode` is the readable reference decoder, :mod:`sbd_core.engine`
+the fast engine; ``DecodeConfig.engine`` chooses)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .mask_token import mask_token_id
+
+ENGINES = ("fast", "reference")  # the engine (sbd_core.engine) and the readable reference decoder (sbd_core.decode)
+
+
+@dataclass
+class DecodeConfig:
+    """Decoding settings shared by the SBD and NTP modes."""
+
+    mode: str = "sbd"  # "sbd" (block decoding with a solver) or "ntp" (one token per forward)
+    block_size: int = 16
+    max_new_tokens: int = 256
+    stop_strings: tuple[str, ...] = ()
+    eos_token_ids: tuple[int, ...] | None = None  # None: the tokenizer's EOS
+    batch_size: int = 8
+    add_special_tokens: bool = True  # passed to the tokenizer when prompts are strings
+    engine: str = "fast"  # "fast" (sbd_core.engine: rows on their own, static cache) or "reference" (sbd_core.decode)
+
+    def __post_init__(self):
+        if self.mode not in ("sbd", "ntp"):
+            raise ValueError(f"mode must be 'sbd' or 'ntp', got {self.mode!r}")
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
+        for name in ("block_size", "max_new_tokens", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        self.stop_strings = tuple(self.stop_strings)
+
+
+@dataclass
+class Generation:
+    """One decoded completion with its cost."""
+
+    text: str  # completion, cut before the stop string / EOS
+    token_ids: list[int]  # generated tokens up to and including the one that met the stop condition
+    nfe: int  # forward passes after prefill
+    stop_reason: str  # "eos", "stop_string" or "length"
+    wall_time_s: float  # until this row stopped, from the start of its batch (reference) or its admission (fast)
+    prefill_time_s: float = 0.0  # the share of wall_time_s spent prefilling its prompt (fast engine; 0: not measured)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def tokens_per_forward(self) -> float:
+        return self.num_tokens / self.nfe if self.nfe else 0.0
+
+
+def resolve_eos(config: DecodeConfig, tokenizer) -> frozenset[int]:
+    """The EOS ids a decoder stops at: ``config.eos_token_ids``, else the tokenizer's EOS (none if it has none)."""
+    eos = config.eos_token_ids
+    if eos is None:
+        eos = () if tokenizer.eos_token_id is None else (tokenizer.eos_token_id,)
+    return frozenset(int(t) for t in eos)
+
+
+def never_generated_ids(model, tokenizer, eos_ids) -> tuple[int, ...]:
+    """Token ids no decoder may write: the SBD mask token (when ``model`` records one; also in NTP mode) and the pad
+    token when it is a token of its own.
+
+    A revealed mask token would leave a hole that looks filled. A pad token marks where there is no text, so writing it
+    is never right; but tokenizers often reuse EOS (Qwen-3) or BOS as their pad token, and then that id has a real job
+    (ending a generation, starting a document) and stays allowed.
+    """
+    out = set()
+    mask_id = mask_token_id(model, required=False)
+    if mask_id is not None:
+        out.add(mask_id)
+    pad, bos = tokenizer.pad_token_id, tokenizer.bos_token_id
+    if pad is not None and pad not in eos_ids and pad != bos and pad != tokenizer.eos_token_id:
+        out.add(int(pad))
+    return tuple(sorted(out))
+
+
+def cut_at_stop(text: str, stop_strings) -> str:
+    """``text`` up to (not including) the first occurrence of any stop string."""
+    for stop in stop_strings:
+        text = text.split(stop, 1)[0]
+    return text
+
+
+def encode_prompt(tokenizer, prompt, add_special_tokens: bool, context: int | None) -> list[int]:
+    """A prompt (string or token ids) as token ids; ValueError when empty or too long for the model's ``context``."""
+    if isinstance(prompt, str):
+        ids = tokenizer(prompt, add_special_tokens=add_special_tokens)["input_ids"]
+    else:
+        ids = [int(t) for t in prompt]
+    if not ids:
+        raise ValueError("empty prompt: give at least one token (e.g. the tokenizer's BOS)")
+    if context is not None and len(ids) >= context:
+        raise ValueError(
+            f"prompt of {len(ids)} tokens does not fit the model's context of {context} tokens "
+            "(max_position_embeddings); shorten it or use a model with a longer context"
+        )
+    return ids
+
+
+def find_stop(tokenizer, tokens: list[int], start: int, stop_strings, window: int) -> int | None:
+    """Smallest token count whose text contains one of ``stop_strings``, looking only at text that ends after token
+    ``start``; ``window`` is the longest stop string's length (a token decodes to >= 1 character, so the last
+    ``window`` tokens before ``start`` cover any stop string that straddles it)."""
+    lo = max(0, start - window)
+    text = tokenizer.decode(tokens[lo:])
+    if not any(s in text for s in stop_strings):
+        return None
+    for end in range(max(start, lo) + 1, len(tokens) + 1):
+        text = tokenizer.decode(tokens[lo:end])
+        if any(s in text for s in stop_strings):
+            return end
+    return None

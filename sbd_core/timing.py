@@ -1,0 +1,147 @@
+"""time(k): the latency of the fast engine's steps on this machine (``python -m sbd_core timing``, the ``timing`` stage).
+
+For a checkpoint, or a named model shape with random weights (no download), and every (batch, width, cached keys):
+
+* ``ntp``: the NTP step (one token per row, its logits, the next token, the stop checks);
+* ``block``: an SBD step feeding a block of ``width`` tokens per row (its logits, the solver, the bookkeeping);
+* ``refeed``: the first SBD step of a block: the finished block of ``width / 2`` tokens re-fed causally plus the new
+  block (logits for the new block only).
+
+Each is the engine's own step (:meth:`sbd_core.engine.slots.Slots.step`, the one host read included), timed after
+``warmup`` calls as the median of ``repeats`` synchronised calls, every call from the same state. The output file is
+what :func:`sbd_core.roofline.load_timing` reads; the report predicts each run's wall speedup from it (eq. 16).
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+from . import checkpoint
+from .engine.forward import CachedForward
+from .errors import UserError, user_input
+from .engine.slots import Slots
+from .io_utils import write_json_atomic
+from .provenance import provenance
+from .roofline import MODELS
+from .solvers import get_solver
+
+SPAN_STEP = 64  # as the engine rounds its key spans
+DEFAULT_WIDTHS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def random_model(shape_name: str, layers: int | None, device: str, dtype: torch.dtype, context: int):
+    """A Llama- or Qwen-3-class model of a named shape (:data:`sbd_core.roofline.MODELS`) with random weights."""
+    if shape_name not in MODELS or MODELS[shape_name].as_printed:
+        known = sorted(n for n, s in MODELS.items() if not s.as_printed)
+        raise UserError(f"unknown model shape {shape_name!r}; known: {known} (or give --model CHECKPOINT)")
+    shape = MODELS[shape_name]
+    common = dict(vocab_size=shape.vocab, hidden_size=shape.hidden, intermediate_size=shape.intermediate,
+                  num_hidden_layers=layers or shape.layers, num_attention_heads=shape.heads,
+                  num_key_value_heads=shape.kv_heads, head_dim=shape.head_dim, max_position_embeddings=context)
+    make = (Qwen3ForCausalLM, Qwen3Config) if shape_name.startswith("qwen") else (LlamaForCausalLM, LlamaConfig)
+    with torch.device(device):
+        model = make[0](make[1](**common)).to(dtype)
+    return model.eval()
+
+
+def _synchronize(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_step(model, step: str, width: int, batch: int, kv_len: int, warmup: int, repeats: int,
+              compile_step: bool = False) -> dict:
+    """One row of the time(k) file: ``step`` (ntp, block, refeed) at ``width`` tokens per row, ``batch`` rows and
+    ``kv_len`` cached keys; times in ms."""
+    block = 1 if step == "ntp" else (width // 2 if step == "refeed" else width)
+    mode = "ntp" if step == "ntp" else "sbd"
+    vocab, device = model.get_output_embeddings().weight.shape[0], model.device
+    forward = CachedForward(model, batch, kv_len + 2 * block + SPAN_STEP)
+    state = Slots(batch, block, kv_len + 4 * block, mode, vocab - 1, torch.zeros(vocab, dtype=torch.bool,
+                  device=device), None, (), get_solver("eb", gamma=0.1), device)
+    state.length.fill_(kv_len)
+    state.room.fill_(10 * block + 10)
+    state.active.fill_(True)
+    state.block_len.fill_(block)
+    state.masked.fill_(True)
+    state.pending.fill_(step == "refeed")
+    saved = {name: value.clone() for name, value in vars(state).items() if torch.is_tensor(value)}
+    span = min(forward.max_len, math.ceil((kv_len + width) / SPAN_STEP) * SPAN_STEP)
+    run = torch.compile(state.step, dynamic=False) if compile_step else state.step
+    times = []
+    for i in range(warmup + repeats):
+        for name, value in saved.items():
+            getattr(state, name).copy_(value)
+        _synchronize(device)
+        start = time.perf_counter()
+        run(forward, span, width).tolist()  # the engine's one host read (synchronises)
+        if i >= warmup:
+            times.append((time.perf_counter() - start) * 1000)
+    times.sort()
+    return {"step": step, "batch": batch, "width": width, "kv_len": kv_len, "block_size": block,
+            "median_ms": statistics.median(times), "p10_ms": times[int(0.1 * (len(times) - 1))],
+            "p90_ms": times[int(round(0.9 * (len(times) - 1)))]}
+
+
+def steps_for(widths, block_sizes) -> list[tuple[str, int]]:
+    """(step, width) pairs: ntp at width 1, block steps at every other width and block size, re-feeds at 2k."""
+    out = [("ntp", 1)] if 1 in widths else []
+    out += [("block", w) for w in sorted(set(widths) | set(block_sizes)) if w > 1]
+    out += [("refeed", 2 * k) for k in sorted(set(block_sizes))]
+    return out
+
+
+def run_timing(out: Path, model_dir: Path | None = None, shape: str | None = None, layers: int | None = None,
+               device: str = "cpu", dtype: str = "float32", batches=(1,), widths=DEFAULT_WIDTHS, block_sizes=(),
+               kv_lens=(128,), warmup: int = 3, repeats: int = 20, compile_step: bool = False,
+               progress: bool = True) -> dict:
+    """Measure every (step, batch, kv_len) and write the time(k) file; returns its contents."""
+    if (model_dir is None) == (shape is None):
+        raise UserError("give exactly one of --model CHECKPOINT or --shape NAME")
+    if warmup < 0 or repeats < 1:
+        raise UserError(f"--warmup must be >= 0 and --repeats >= 1, got {warmup} and {repeats}")
+    with user_input("--dtype"):
+        torch_dtype = checkpoint.torch_dtype(dtype)
+    context = max(kv_lens) + 2 * max([*widths, *block_sizes]) + 2 * SPAN_STEP
+    if model_dir is not None:
+        model, _ = checkpoint.load(model_dir, device, dtype)
+        name, source = Path(model_dir).name, str(model_dir)
+    else:
+        model, name, source = random_model(shape, layers, device, torch_dtype, context), shape, "random weights"
+    plan = [(step, w, b, n) for step, w in steps_for(widths, block_sizes) for b in batches for n in kv_lens]
+    rows = []
+    for i, (step, width, batch, kv_len) in enumerate(plan, 1):
+        rows.append(time_step(model, step, width, batch, kv_len, warmup, repeats, compile_step))
+        if progress:
+            print(f"timing {i}/{len(plan)}: {step} width {width} batch {batch} kv {kv_len}: "
+                  f"{rows[-1]['median_ms']:.3f} ms", flush=True)
+    config = model.config
+    result = {"kind": "sbd_timing", "version": 1, "device": device, "device_name": device_name(device),
+              "dtype": dtype, "warmup": warmup, "repeats": repeats, "compiled": compile_step, "engine": "fast",
+              "model": {"name": name, "source": source, "class": type(model).__name__,
+                        "shape": {"hidden": config.hidden_size, "layers": config.num_hidden_layers,
+                                  "heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads,
+                                  "intermediate": config.intermediate_size, "vocab": config.vocab_size}},
+              "threads": torch.get_num_threads(), "rows": rows}
+    write_json_atomic({**result, "provenance": provenance("timing", {"out": str(out)})}, out)
+    return result
+
+
+def device_name(device: str) -> str:
+    """The accelerator's name, or the CPU's model name."""
+    if torch.device(device).type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
