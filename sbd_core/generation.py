@@ -23,12 +23,15 @@ class DecodeConfig:
     batch_size: int = 8
     add_special_tokens: bool = True  # passed to the tokenizer when prompts are strings
     engine: str = "fast"  # "fast" (sbd_core.engine: rows on their own, static cache) or "reference" (sbd_core.decode)
+    compile: bool | None = None  # fast engine: compile its step (torch.compile; CUDA graphs on a GPU); None: on GPUs
 
     def __post_init__(self):
         if self.mode not in ("sbd", "ntp"):
             raise ValueError(f"mode must be 'sbd' or 'ntp', got {self.mode!r}")
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
+        if self.compile not in (None, True, False):
+            raise ValueError(f"compile must be true, false or null (compile on GPUs only), got {self.compile!r}")
         for name in ("block_size", "max_new_tokens", "batch_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:

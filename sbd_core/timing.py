@@ -14,7 +14,6 @@ what :func:`sbd_core.roofline.load_timing` reads; the report predicts each run's
 
 from __future__ import annotations
 
-import math
 import platform
 import statistics
 import time
@@ -24,6 +23,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 from . import checkpoint
+from .engine.decoder import compiled_step, key_span
 from .engine.forward import CachedForward
 from .errors import UserError, user_input
 from .engine.slots import Slots
@@ -63,7 +63,7 @@ def time_step(model, step: str, width: int, batch: int, kv_len: int, warmup: int
     block = 1 if step == "ntp" else (width // 2 if step == "refeed" else width)
     mode = "ntp" if step == "ntp" else "sbd"
     vocab, device = model.get_output_embeddings().weight.shape[0], model.device
-    forward = CachedForward(model, batch, kv_len + 2 * block + SPAN_STEP)
+    forward = CachedForward(model, batch, 2 * (kv_len + 2 * block) + SPAN_STEP)  # room for a power-of-two span
     state = Slots(batch, block, kv_len + 4 * block, mode, vocab - 1, torch.zeros(vocab, dtype=torch.bool,
                   device=device), None, (), get_solver("eb", gamma=0.1), device)
     state.length.fill_(kv_len)
@@ -73,8 +73,8 @@ def time_step(model, step: str, width: int, batch: int, kv_len: int, warmup: int
     state.masked.fill_(True)
     state.pending.fill_(step == "refeed")
     saved = {name: value.clone() for name, value in vars(state).items() if torch.is_tensor(value)}
-    span = min(forward.max_len, math.ceil((kv_len + width) / SPAN_STEP) * SPAN_STEP)
-    run = torch.compile(state.step, dynamic=False) if compile_step else state.step
+    span = key_span(kv_len + width, forward.max_len, compile_step)
+    run = compiled_step(state, forward) if compile_step else state.step
     times = []
     for i in range(warmup + repeats):
         for name, value in saved.items():

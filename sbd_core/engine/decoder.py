@@ -35,7 +35,7 @@ _SPAN_STEP = 64  # key spans grow in steps of this many positions (fewer distinc
 class FastDecoder:
     """Decode prompts with a Llama- or Qwen-3-class model in SBD mode (block + solver) or NTP mode: the engine."""
 
-    def __init__(self, model, tokenizer, config: DecodeConfig | None = None, solver=None, compile_step: bool = False):
+    def __init__(self, model, tokenizer, config: DecodeConfig | None = None, solver=None):
         self.model, self.tokenizer = model.eval(), tokenizer
         self.config = config or DecodeConfig()
         self.solver = solver or get_solver("topk", n=1)
@@ -51,7 +51,9 @@ class FastDecoder:
         self.eos_table = eos.to(model.device)
         self.stop_table = token_table(tokenizer, vocab, self.config.stop_strings, model.device)
         self.stop_window = max((len(s) for s in self.config.stop_strings), default=0)
-        self.compile = compile_step
+        compile_ = self.config.compile
+        sampling = getattr(getattr(self.solver, "rule", None), "temperature", 0) > 0
+        self.compile = (model.device.type == "cuda" and not sampling) if compile_ is None else compile_
         self.cache: CachedForward | None = None  # the last generate call's cache
 
     # ------------------------------------------------------------------------------------------------ public API
@@ -77,6 +79,27 @@ class FastDecoder:
         return room
 
 
+def key_span(need: int, max_len: int, compiled: bool) -> int:
+    """The keys a forward attends over: ``need`` rounded up to a multiple of 64 (eager), or to a power of two (a
+    compiled step has one graph per span: few of them), at most the cache's length."""
+    if compiled:
+        return min(max_len, max(_SPAN_STEP, 1 << (need - 1).bit_length()))
+    return min(max_len, math.ceil(need / _SPAN_STEP) * _SPAN_STEP)
+
+
+def compiled_step(state: Slots, forward: CachedForward):
+    """``state.step`` compiled with fixed shapes: on a GPU with CUDA graphs (``reduce-overhead``), whose replays need
+    every buffer the step reads or writes at a fixed address (the cache and the state are such buffers: updated in
+    place, never reallocated); on the CPU with inductor. One graph per (width, key span) pair."""
+    mode = "reduce-overhead" if forward.keys[0].device.type == "cuda" else None
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)  # widths x span buckets
+    if mode is not None:
+        for tensor in [*forward.keys, *forward.values, forward.cos, forward.sin,
+                       *(v for v in vars(state).values() if torch.is_tensor(v))]:
+            torch._dynamo.mark_static_address(tensor)
+    return torch.compile(state.step, mode=mode, dynamic=False)
+
+
 class _Run:
     """One ``generate`` call: the queue, the slots' rows, the host's view of the results."""
 
@@ -89,13 +112,13 @@ class _Run:
         self.stop_strings = engine.config.stop_strings
         self.bar = tqdm(total=len(ids), disable=not progress, desc=f"decode[{engine.mode}, fast]", unit="prob")
         self.nfe_total = self.tok_total = 0
-        self.step = state.step if not engine.compile else torch.compile(state.step, dynamic=False)
+        self.step = compiled_step(state, forward) if engine.compile else state.step
 
     def loop(self):
         self._admit(list(range(self.state.n)))
         need, width = self.state.next_shape().tolist()
         while any(r is not None for r in self.row_of):
-            span = min(self.forward.max_len, math.ceil(need / _SPAN_STEP) * _SPAN_STEP)
+            span = key_span(need, self.forward.max_len, self.engine.compile)
             packed = self.step(self.forward, span, width).tolist()  # the one host read of the forward
             size = len(STATUS)
             freed = self._collect([packed[i: i + size] for i in range(0, self.state.n * size, size)])
