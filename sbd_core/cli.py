@@ -128,6 +128,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--paper-table", type=Path, default=report.DEFAULT_PAPER_TABLE)
     s.add_argument("--paper-bases", type=_json, default=None,
                    help='which of our models stand for which row of the paper, e.g. {"llama-3.1-8b": "Llama-3.1 8B"}')
+    s.add_argument("--timing", type=Path, nargs="*", default=[],
+                   help="time(k) files of the timing stage (<model>.json): eq. 16 predictions beside the measurement")
     s.add_argument("--out", type=Path, required=True)
 
     s = sub.add_parser("roofline", help="the paper's roofline (Tables 3-4, eq. 16): analytic, or from a time(k) file")
@@ -209,7 +211,7 @@ def _run(args: argparse.Namespace) -> None:
         pipeline.run_score(args.benchmark, args.generations, args.out, args.data, args.settings, args.names,
                            args.work_dir)
     elif args.stage == "report":
-        pipeline.run_report(args.scores, args.out, args.paper_table, args.paper_bases)
+        pipeline.run_report(args.scores, args.out, args.paper_table, args.paper_bases, args.timing)
     elif args.stage == "roofline":
         text = roofline.run_table(args.table, args.out, args.preset, args.model, args.device, args.dtype,
                                   args.measured, args.batch, args.kv_len, args.block_size)

@@ -19,10 +19,13 @@ __all__ = ["build_scratch_model", "check_layout", "cost_aggregates", "run_base",
            "synthetic_pairs", "train_config"]
 
 
-def run_report(scores: list[Path], out_dir: Path, paper_table: Path | None, paper_bases: dict | None = None) -> None:
-    """Tables and figures from score files only (never recomputes), with the run's provenance beside them."""
+def run_report(scores: list[Path], out_dir: Path, paper_table: Path | None, paper_bases: dict | None = None,
+               timings: list[Path] = ()) -> None:
+    """Tables and figures from score files (and the timing stage's time(k) files) only (never recomputes), with the
+    run's provenance beside them."""
     from ..report import write_report
 
-    write_report(scores, out_dir, paper_table=paper_table, paper_bases=paper_bases)
-    settings = {"scores": [str(p) for p in scores], "paper_table": str(paper_table), "paper_bases": paper_bases}
+    write_report(scores, out_dir, paper_table=paper_table, paper_bases=paper_bases, timing_paths=timings)
+    settings = {"scores": [str(p) for p in scores], "paper_table": str(paper_table), "paper_bases": paper_bases,
+                "timings": [str(p) for p in timings]}
     write_json_atomic(provenance("report", settings), Path(out_dir) / "provenance.json")

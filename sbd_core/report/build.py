@@ -13,6 +13,7 @@ from . import DEFAULT_PAPER_TABLE, FIGURE1_BENCHMARK, figure1_stem
 from .figures import _figure_bytes, _safe_name, figure1_bytes
 from .paper import compare, comparison_display
 from .scores import load_scores, summarize
+from .speed import load_timings, speed_figure, speed_markdown, timing_tables
 from .tables import _table1_display, load_paper_table, paper_table_display, table1, to_latex, to_markdown
 
 logger = logging.getLogger(__package__)  # "sbd_core.report": one logger for the whole package
@@ -53,14 +54,14 @@ def _unavailable_md() -> str:
 
 
 def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, paper_md: str | None,
-               figures: list[str], figure1: list[str]) -> str:
+               figures: list[str], figure1: list[str], speed_md: str = "") -> str:
     """Assemble report.md."""
     models = ", ".join(sorted(summary["model"].unique()))
     benchmarks = ", ".join(sorted(summary["benchmark"].unique()))
     parts = ["# SBD benchmark report\n", f"{len(summary)} score files; models: {models}; benchmarks: {benchmarks}.\n"]
     if comparison_md is None:
         parts.append(f"> **Note.** {SYNTHETIC_NOTE}\n")
-    parts += [DEFINITIONS + "\n", "## Reproduction (Table 1 layout)\n", table_md, _recipe_md(summary)]
+    parts += [DEFINITIONS + "\n", "## Reproduction (Table 1 layout)\n", table_md, _recipe_md(summary), speed_md]
     if comparison_md is not None:
         parts += ["## Beside the paper's Table 1 (ours vs paper: difference)\n", comparison_md, _unavailable_md()]
     if paper_md is not None:
@@ -103,13 +104,15 @@ def _resolve_paper_table(paper_table) -> Path | None:
 
 
 def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
-                 paper_bases: dict[str, str] | None = None) -> dict[str, bytes]:
+                 paper_bases: dict[str, str] | None = None, timing_paths: Sequence = ()) -> dict[str, bytes]:
     """Compute every report file in memory: {file name: contents}. Nothing is written.
 
     ``paper_bases`` maps our model names to the paper's base-model rows (``{"llama-3.1-8b": "Llama-3.1 8B"}``); with
-    it, ``paper_comparison.{csv,md}`` put our runs beside the published Table 1, cell by cell.
+    it, ``paper_comparison.{csv,md}`` put our runs beside the published Table 1, cell by cell. ``timing_paths``: the
+    timing stage's time(k) files (``<model>.json``), for the eq. 16 predictions and the measured Tables 3-4.
     """
-    summary = summarize(load_scores(score_paths))
+    timings = load_timings(timing_paths)
+    summary = summarize(load_scores(score_paths), timings)
     table = table1(summary)
     disp = _table1_display(table)
     files: dict[str, bytes] = {
@@ -142,18 +145,25 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
         for fmt, data in figure1_bytes(summary, model, FIGURE1_BENCHMARK).items():
             files[f"{figure1_stem(model)}.{fmt}"] = data
         figure1.append(f"{figure1_stem(model)}.png")
-    files["report.md"] = _report_md(summary, to_markdown(disp), comparison_md, paper_md, figures, figure1).encode()
+    files.update(timing_tables(timings))
+    speed_png = speed_figure(summary)
+    if speed_png is not None:
+        files.update({f"wall_vs_predicted.{fmt}": data for fmt, data in speed_png.items()})
+    speed_md = speed_markdown(summary, timings) + ("\n" + _figure_links(["wall_vs_predicted.png"])[0]
+                                                    if speed_png is not None else "")
+    files["report.md"] = _report_md(summary, to_markdown(disp), comparison_md, paper_md, figures, figure1,
+                                    speed_md).encode()
     return files
 
 
 def write_report(score_paths: Sequence, out_dir, paper_table=DEFAULT_PAPER_TABLE,
-                 paper_bases: dict[str, str] | None = None) -> list[Path]:
+                 paper_bases: dict[str, str] | None = None, timing_paths: Sequence = ()) -> list[Path]:
     """Build the full report and write it into out_dir; return the paths written.
 
     Everything is rendered in memory first, then each file is written atomically (temp file + os.replace), so a
     failure leaves no half-written output. ``paper_table=None`` skips the paper_table1.* files.
     """
-    files = build_report(score_paths, paper_table, paper_bases)
+    files = build_report(score_paths, paper_table, paper_bases, timing_paths)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []

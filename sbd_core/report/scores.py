@@ -15,6 +15,8 @@ from typing import Iterable
 
 import pandas as pd
 
+from .speed import add_speed_columns
+
 from ..errors import UserError
 
 logger = logging.getLogger(__package__)  # "sbd_core.report": one logger for the whole package
@@ -29,6 +31,9 @@ SUMMARY_COLUMNS = [
     "model", "objective", "sampler", "family", "benchmark", "accuracy", "nfe_speedup", "wall_speedup",
     "tokens_per_forward", "mean_tokens_per_forward", "mean_nfe", "total_nfe", "total_tokens", "wall_time_s",
     "n_problems", "block_size", "batch_size", "solver", "departures",
+    # wall-clock against the roofline (sbd_core.report.speed)
+    "mode", "latency_speedup", "tokens_per_s", "forwards_per_block", "predicted_speedup", "latency_problems",
+    "latency_decode_s", "total_blocks", "mean_prompt_tokens",
 ]
 
 
@@ -100,9 +105,17 @@ def _score_row(path: Path, data: dict) -> dict:
         mean_tokens_per_forward=_num(data.get("mean_tokens_per_forward")), wall_time_s=_num(data.get("wall_time_s")),
         block_size=_num(data.get("block_size")), batch_size=_num(data.get("batch_size")), family=spec["family"],
         solver=spec["solver"], params=dict(spec.get("params") or {}), departures=departures_text(data.get("recipe")),
-        metrics=dict(data.get("metrics") or {}), path=str(path),
+        metrics=dict(data.get("metrics") or {}), path=str(path), mode=spec.get("mode", "sbd"),
+        total_blocks=_num(data.get("total_blocks")), mean_prompt_tokens=_num(data.get("mean_prompt_tokens")),
+        **_latency(data.get("latency")),
     )
     return row
+
+
+def _latency(latency: dict | None) -> dict:
+    """The decode stage's batch-1 latency run as columns (NaN without one)."""
+    latency = latency or {}
+    return {"latency_problems": _num(latency.get("problems")), "latency_decode_s": _num(latency.get("decode_time_s"))}
 
 
 def load_scores(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
@@ -134,11 +147,15 @@ def is_baseline(df: pd.DataFrame) -> pd.Series:
 
 def _speedups(out: pd.DataFrame) -> pd.DataFrame:
     """Add nfe_speedup and wall_speedup against the NTP arm of the same model and benchmark."""
-    base = out.loc[is_baseline(out), ["model", "benchmark", "total_nfe", "wall_time_s"]]
-    base = base.rename(columns={"total_nfe": "_base_nfe", "wall_time_s": "_base_wall"})
+    base = out.loc[is_baseline(out), ["model", "benchmark", "total_nfe", "wall_time_s", "latency_decode_s",
+                                      "latency_problems"]]
+    base = base.rename(columns={"total_nfe": "_base_nfe", "wall_time_s": "_base_wall",
+                                "latency_decode_s": "_base_latency", "latency_problems": "_base_latency_problems"})
     out = out.merge(base, on=["model", "benchmark"], how="left")
     out["nfe_speedup"] = out["_base_nfe"] / out["total_nfe"]
     out["wall_speedup"] = out["_base_wall"] / out["wall_time_s"]
+    same = out["latency_problems"] == out["_base_latency_problems"]  # the same first problems, one at a time
+    out["latency_speedup"] = (out["_base_latency"] / out["latency_decode_s"]).where(same)
     for model, bench in sorted(out.loc[out["_base_nfe"].isna(), ["model", "benchmark"]].drop_duplicates()
                                .itertuples(index=False)):
         logger.warning("no NTP baseline (objective=ntp, sampler=ntp) for model=%r benchmark=%r: speedups are NaN",
@@ -146,14 +163,15 @@ def _speedups(out: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def summarize(df: pd.DataFrame) -> pd.DataFrame:
+def summarize(df: pd.DataFrame, timings: dict | None = None) -> pd.DataFrame:
     """One row per (model, objective, sampler, benchmark): accuracy (fraction), speedups, cost, the sampler's
     parameters as columns (``gamma``, ``proxy``, ``threshold``, ...) and the benchmark's metrics as ``metric_*``.
 
     ``nfe_speedup`` = the NTP arm's total NFE / the row's total NFE; ``wall_speedup`` = the NTP arm's decode wall time /
     the row's (same model, benchmark, problems and batch size); both NaN, with a logged warning, without that arm.
+    ``timings`` (``{model: time(k)}``) gives the eq. 16 predictions (:mod:`sbd_core.report.speed`).
     """
-    out = _speedups(df.copy())
+    out = add_speed_columns(_speedups(df.copy()), timings or {})
     param_names = sorted({k for p in out["params"] for k in p})
     for name in param_names:
         out[name] = [p.get(name) for p in out["params"]]
