@@ -10,7 +10,10 @@ Speedup conventions (the paper measures speedup as the reduction in forward pass
 
 Modules: ``scores`` (load/validate score files, ``summarize``), ``tables`` (Table 1, the paper's table, markdown/LaTeX),
 ``paper`` (our runs beside the paper's Table 1),
-``figures`` (matplotlib figures), ``build`` (``build_report`` / ``write_report``).  The names below are re-exported
+``figures`` (matplotlib figures), ``build`` (``build_report`` / ``write_report``);
+``stats`` (Wilson, bootstrap, McNemar, problems needed), ``intervals`` (per-problem pairing with the NTP arm, the
+summary's interval columns), ``seeds`` (final budget, means over fine-tune seeds), ``differences`` (the paired
+differences table and its words), ``curves`` (the paper's Figures 5, 12, 13).  The names below are re-exported
 lazily, so ``sbd_core.report.DEFAULT_PAPER_TABLE`` (used by the CLI's defaults) needs neither pandas nor matplotlib,
 which are the optional ``report`` extra.
 
@@ -36,6 +39,8 @@ _EXPORTS = {
     **dict.fromkeys(["PAPER_GAMMAS", "PAPER_ROWS", "compare", "comparison_display", "paper_sampler"], "paper"),
     **dict.fromkeys(["FIG_SIZE_IN", "FIG_DPI", "png_size"], "figures"),
     **dict.fromkeys(["SYNTHETIC_NOTE", "build_report", "write_report"], "build"),
+    **dict.fromkeys(["StatsSettings", "wilson_interval", "mcnemar_exact", "problems_to_resolve"], "stats"),
+    **dict.fromkeys(["FIGURES", "planned_figures"], "curves"),
 }
 
 __all__ = ["DEFAULT_PAPER_TABLE", *_EXPORTS]
