@@ -107,56 +107,64 @@ def verdict(diff: float, lo: float, hi: float) -> str:
 def add_intervals(summary: pd.DataFrame, settings: StatsSettings = StatsSettings()) -> pd.DataFrame:
     """``summary`` with :data:`INTERVAL_COLUMNS`, from its ``problems`` column (:class:`Problems` or None per row);
     NaN where a file has no per-problem data or its row has no NTP arm (the NTP arm itself has no difference)."""
+    found: dict = {}  # row index -> {column: value}
+    for i, probs in summary["problems"].items():
+        if probs is not None:
+            lo, hi = wilson_interval(int(probs.correct.sum()), len(probs.ids), settings.confidence)
+            found[i] = {"accuracy_lo": lo, "accuracy_hi": hi}
+    baseline = (summary["objective"] == "ntp") & (summary["sampler"] == "ntp")
+    for _, group in summary.groupby(PAIR_COLUMNS, sort=False, dropna=False):
+        base = [i for i in group.index if baseline[i]]
+        if len(base) == 1 and summary.at[base[0], "problems"] is not None:
+            for i, values in _paired_group(group, base[0], settings).items():
+                found.setdefault(i, {}).update(values)
     out = summary.copy()
     for col in INTERVAL_COLUMNS:
-        out[col] = "" if col == "accuracy_verdict" else math.nan
-    for i, probs in out["problems"].items():
-        if probs is not None:
-            bounds = wilson_interval(int(probs.correct.sum()), len(probs.ids), settings.confidence)
-            out.loc[i, ["accuracy_lo", "accuracy_hi"]] = bounds
-    baseline = (out["objective"] == "ntp") & (out["sampler"] == "ntp")
-    for _, group in out.groupby(PAIR_COLUMNS, sort=False, dropna=False):
-        base = [i for i in group.index if baseline[i]]
-        if len(base) == 1 and out.at[base[0], "problems"] is not None:
-            _paired_group(out, group.index, base[0], settings)
+        default = "" if col == "accuracy_verdict" else math.nan
+        out[col] = [found.get(i, {}).get(col, default) for i in out.index]
     return out
 
 
-def _paired_group(out: pd.DataFrame, rows, base, settings: StatsSettings) -> None:
-    """Paired statistics of every row of one group against its NTP arm ``base`` (one bootstrap for the group)."""
-    ref = out.at[base, "problems"]
-    members = [i for i in rows if out.at[i, "problems"] is not None]
-    for i in members:
-        if out.at[i, "problems"].ids != ref.ids:
-            raise PairingError(_mismatch(out.at[i, "path"], out.at[base, "path"], out.at[i, "problems"].ids, ref.ids))
+def _paired_group(group: pd.DataFrame, base, settings: StatsSettings) -> dict:
+    """Paired statistics of every row of one group against its NTP arm ``base`` (one bootstrap for the group):
+    ``{row index: {column: value}}``."""
+    ref = group.at[base, "problems"]
+    members = {i: p for i, p in group["problems"].items() if p is not None}
+    for i, p in members.items():
+        if p.ids != ref.ids:
+            raise PairingError(_mismatch(group.at[i, "path"], group.at[base, "path"], p.ids, ref.ids))
     columns, index = [], {}
-    for i in members:
-        p = out.at[i, "problems"]
+    for i, p in members.items():
         for name, values in (("correct", p.correct), ("nfe", p.nfe), ("wall", p.wall)):
             if values is not None:
                 index[i, name] = len(columns)
                 columns.append(values)
     sums = bootstrap_sums(np.stack(columns, axis=1), settings.n_boot, settings.seed)
-    n = len(ref.ids)
-    for i in members:
+    n, found = len(ref.ids), {}
+    for i, p in members.items():
+        values = found.setdefault(i, {})
         for name, col in (("nfe", "nfe_speedup"), ("wall", "wall_speedup")):
             if (i, name) in index and (base, name) in index:
                 ratio = ratio_samples(sums[:, index[base, name]], sums[:, index[i, name]])
-                out.loc[i, [f"{col}_lo", f"{col}_hi"]] = percentile_interval(ratio, settings.confidence)
-        if i == base:
-            continue
-        p = out.at[i, "problems"]
-        better = int(((p.correct == 1) & (ref.correct == 0)).sum())
-        worse = int(((p.correct == 0) & (ref.correct == 1)).sum())
-        diff = (better - worse) / n
-        lo, hi = percentile_interval((sums[:, index[i, "correct"]] - sums[:, index[base, "correct"]]) / n,
-                                     settings.confidence)
-        out.loc[i, ["diff_vs_ntp", "diff_lo", "diff_hi", "n_better", "n_worse", "mcnemar_p"]] = (
-            diff, lo, hi, better, worse, mcnemar_exact(better, worse))
-        out.at[i, "accuracy_verdict"] = verdict(diff, lo, hi)
-        if (better + worse) / n >= settings.resolve:
-            out.at[i, "problems_needed"] = problems_to_resolve((better + worse) / n, settings.resolve,
-                                                                    settings.confidence, settings.power)
+                values[f"{col}_lo"], values[f"{col}_hi"] = percentile_interval(ratio, settings.confidence)
+        if i != base:
+            values.update(_difference(p, ref, sums[:, index[i, "correct"]] - sums[:, index[base, "correct"]], n,
+                                      settings))
+    return found
+
+
+def _difference(row: Problems, ref: Problems, resampled: np.ndarray, n: int, settings: StatsSettings) -> dict:
+    """A row's paired difference to the NTP arm: point, bootstrap interval, McNemar, verdict, problems needed."""
+    better = int(((row.correct == 1) & (ref.correct == 0)).sum())
+    worse = int(((row.correct == 0) & (ref.correct == 1)).sum())
+    diff = (better - worse) / n
+    lo, hi = percentile_interval(resampled / n, settings.confidence)
+    rate = (better + worse) / n
+    needed = (problems_to_resolve(rate, settings.resolve, settings.confidence, settings.power)
+              if rate >= settings.resolve else math.nan)
+    return {"diff_vs_ntp": diff, "diff_lo": lo, "diff_hi": hi, "n_better": better, "n_worse": worse,
+            "mcnemar_p": mcnemar_exact(better, worse), "accuracy_verdict": verdict(diff, lo, hi),
+            "problems_needed": needed}
 
 
 def _mismatch(path: str, base_path: str, ids: tuple, base_ids: tuple) -> str:
