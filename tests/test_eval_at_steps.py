@@ -2,6 +2,7 @@
 folder (the model after exactly that many steps, also across a resume), and the workflow's arm names and settings."""
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -89,8 +90,6 @@ def test_a_resumed_fine_tune_still_delivers_an_export_made_before_the_kill(tmp_p
 
 
 def test_a_lost_export_is_an_error_not_a_missing_model(tmp_path, request_for):
-    import shutil
-
     launch.worker(launch.check_request(request_for(stop_after_steps=3)))
     shutil.rmtree(tmp_path / "ckpt" / "exports" / "step-2")
     with pytest.raises(RuntimeError, match=r"exports at steps \[2\] are missing"):

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from matplotlib.figure import Figure
 from test_report import score_dict
 
 from sbd_core.report import ScoreFileError, build_report, load_scores, png_size, summarize, table1
 from sbd_core.report.curves import _panel, planned_figures
 from sbd_core.report.differences import differences
+from sbd_core.report.seeds import seed_means
 from sbd_core.report.stats import wilson_interval
 from sbd_core.samplers import sampler_spec
-
-N = 10
 
 
 def scored(root: Path, objective, solver, params, verdicts, nfe, seed=0, steps=100, benchmark="math",
@@ -95,13 +95,6 @@ def test_table1_shows_the_final_budget_and_figure5_every_budget(tmp_path):
     assert t.iloc[2]["math"].startswith("50.0 [")
     assert png_size(files["figure5.png"])[0] > 0 and files["figure5.pdf"].startswith(b"%PDF")
     assert "figure12.png" not in files and "![figure5](figure5.png)" in files["report.md"].decode()
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    from sbd_core.report.seeds import seed_means
-
     ax = Figure().add_subplot()
     _panel(ax, seed_means(summarize(load_scores(paths))), ("eb-entropy",))
     lines = {line.get_label(): line for line in ax.get_lines()}

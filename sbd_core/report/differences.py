@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .intervals import SAME
-from .seeds import final_budget, seed_means
+from .seeds import SEED_MEAN, final_budget, seed_means
 from .stats import StatsSettings, problems_to_resolve
 from .tables import DASH, _arm_rank, _family_rank, benchmark_order, to_markdown
 
@@ -43,7 +43,7 @@ def differences(summary: pd.DataFrame) -> pd.DataFrame:
         base = {"model": model, "objective": objective, "sampler": sampler, "family": grp["family"].iloc[0]}
         parts = [(seed, runs, difference_cell) for seed, runs in grp.groupby("train_seed")]
         if several:
-            parts.append(("mean \u00b1 sd", seed_means(grp), _seed_difference_cell))
+            parts.append((SEED_MEAN, seed_means(grp), _seed_difference_cell))
         for seed, runs, cell in parts:
             by = runs.set_index("benchmark")
             rows.append({**base, "seed": seed, **{b: cell(by.loc[b]) if b in by.index else DASH for b in benchmarks}})
@@ -53,7 +53,7 @@ def differences(summary: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     order = sorted(range(len(table)), key=lambda i: (
         table.at[i, "model"], _arm_rank(table.at[i, "objective"], table.at[i, "sampler"]),
-        _family_rank(table.at[i, "family"]), table.at[i, "sampler"], isinstance(table.at[i, "seed"], str)))
+        _family_rank(table.at[i, "family"]), table.at[i, "sampler"], table.at[i, "seed"] == SEED_MEAN))
     return table.iloc[order][columns].reset_index(drop=True).astype(str)
 
 

@@ -14,7 +14,6 @@ its slowest row stops.
 
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +23,6 @@ import pandas as pd
 
 from .stats import (StatsSettings, bootstrap_sums, mcnemar_exact, percentile_interval, problems_to_resolve,
                     ratio_samples, wilson_interval)
-
-logger = logging.getLogger(__package__)
 
 #: Per-problem verdict keys, in the order they are looked for (the first one every problem has is the verdict).
 VERDICT_KEYS = ("correct", "passed", "passed_plus")

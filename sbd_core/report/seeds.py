@@ -17,6 +17,7 @@ import pandas as pd
 #: The columns averaged over seeds (the others are the run's identity or its settings).
 AVERAGED = ["accuracy", "nfe_speedup", "wall_speedup", "mean_nfe", "tokens_per_forward", "diff_vs_ntp"]
 RUN_COLUMNS = ["model", "objective", "train_steps", "sampler", "benchmark"]
+SEED_MEAN = "mean \u00b1 sd"  # the seed column of a table's row over seeds
 
 
 def final_budget(summary: pd.DataFrame) -> pd.DataFrame:

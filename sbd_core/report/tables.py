@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import DEFAULT_PAPER_TABLE
-from .seeds import final_budget, seed_cell, seed_means
+from .seeds import SEED_MEAN, final_budget, seed_cell, seed_means
 
 #: Shown in tables where no value exists (the paper prints an en dash).
 DASH = "\u2013"
@@ -121,9 +121,6 @@ def table1(summary: pd.DataFrame) -> pd.DataFrame:
         _family_rank(table.at[i, "family"]), _nan_last(table.at[i, "_sort_speedup"]), table.at[i, "sampler"],
         _seed_rank(table.at[i, "seed"])))
     return table.iloc[order][columns].reset_index(drop=True)
-
-
-SEED_MEAN = "mean \u00b1 sd"
 
 
 def _table1_row(base: dict, seed, runs: pd.DataFrame, benchmarks: list[str], cell) -> dict:
