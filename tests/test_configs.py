@@ -75,7 +75,8 @@ def test_seeds_and_training_budgets_are_wildcards_of_the_dag(tmp_path):
     assert set(finetunes) == {"ntp", "sbd", "ntp-s1", "sbd-s1"}
     assert '"seed": 1' in finetunes["sbd-s1"] and '"seed"' not in finetunes["sbd"]  # seed 0: the unseeded job
     assert '--exports \'{"2": "results/smoke/models/tiny-llama/sbd-s1-step2"}\'' in finetunes["sbd-s1"]
-    scores = [j["command"] for j in planned_jobs if j["rule"] == "score" and "/sbd-s1-step2/topk-4/math" in j["command"]]
+    scores = [j["command"] for j in planned_jobs
+              if j["rule"] == "score" and "/sbd-s1-step2/topk-4/math" in j["command"]]
     assert len(scores) == 1 and '"train_seed": 1, "train_steps": 2' in scores[0]
 
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..train import TrainConfig
+
 #: finetune keys the workflow consumes (not trainer settings).
 ARM_KEYS = ("objectives", "seeds", "eval_at_steps")
 
@@ -86,8 +88,6 @@ def trainer_spec(arm: Arm, spec: dict) -> dict:
     """The trainer settings of ``arm``'s fine-tune: ``spec`` (the finetune section without :data:`ARM_KEYS`) with the
     arm's seed, left out where it is the seed ``spec`` already means (so seed 0 of ``seeds: [0, 1]`` is the very job
     of a config without ``seeds``)."""
-    from ..train import TrainConfig
-
     if arm.seed == spec.get("seed", TrainConfig.seed):
         return spec
     return {**spec, "seed": arm.seed}

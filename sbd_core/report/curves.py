@@ -17,7 +17,7 @@ import textwrap
 
 import pandas as pd
 
-from .figures import MIN_SPAN
+from .figures import FIG_DPI, MIN_SPAN
 from .seeds import seed_means
 from .tables import benchmark_order
 
@@ -30,7 +30,6 @@ TITLES = {"figure5": "SBD (EB, entropy proxy) vs NTP across training budgets",
 SBD_OBJECTIVE = "sbd"
 PANEL_IN = (4.4, 3.6)  # inches per panel
 LEGEND_IN = 2.6  # inches for the legend, right of the panels
-FIG_DPI = 100
 STYLES = ("-", "--", ":")
 MARKERS = ("o", "s", "^")
 

@@ -23,8 +23,8 @@ logger = logging.getLogger(__package__)  # "sbd_core.report": one logger for the
 #: Keys every score file must have.
 REQUIRED_KEYS = ("model", "objective", "sampler", "benchmark", "accuracy", "n_problems", "total_nfe", "total_tokens",
                  "sampler_spec")
-#: Identity of one score row (``train_seed``: the fine-tune seed, 0 when the file has none; ``train_steps``: the evaluated
-#: model's optimizer steps, 0 when the file does not say: older files, a model of unknown budget).
+#: Identity of one score row (``train_seed``: the fine-tune seed, 0 when the file has none; ``train_steps``: the
+#: evaluated model's optimizer steps, 0 when the file does not say: older files, a model of unknown budget).
 KEY_COLUMNS = ["model", "objective", "train_seed", "train_steps", "sampler", "benchmark"]
 #: Columns of ``summarize`` output, in order (then one column per sampler parameter, then metric_* columns).
 SUMMARY_COLUMNS = [

@@ -10,7 +10,10 @@ rule report:
         f"{REPORT_DIR}/provenance.json",
         [report(f"{REPORT_DIR}/speedup_{b}.png", category="Figures", caption="../report/speedup.rst") for b in BENCHMARKS],
         [f"{REPORT_DIR}/speedup_{b}.pdf" for b in BENCHMARKS],
-        [report(f"{REPORT_DIR}/{stem}.png", category="Figures", caption="../report/figures.rst") for stem in PAPER_FIGURES],
+        [
+            report(f"{REPORT_DIR}/{stem}.png", category="Figures", caption="../report/figures.rst")
+            for stem in PAPER_FIGURES
+        ],
         [f"{REPORT_DIR}/{stem}.pdf" for stem in PAPER_FIGURES],
     params:
         paper=str(PAPER_TABLE),
