@@ -11,7 +11,8 @@ from matplotlib.figure import Figure
 from test_report import score_dict
 
 from sbd_core.report import ScoreFileError, build_report, load_scores, png_size, summarize, table1
-from sbd_core.report.curves import _panel, planned_figures
+from sbd_core.report.curves import _panel
+from sbd_core.report.plan import planned_figures
 from sbd_core.report.differences import differences
 from sbd_core.report.seeds import seed_means
 from sbd_core.report.stats import wilson_interval

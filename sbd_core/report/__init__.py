@@ -13,9 +13,10 @@ Modules: ``scores`` (load/validate score files, ``summarize``), ``tables`` (Tabl
 ``figures`` (matplotlib figures), ``build`` (``build_report`` / ``write_report``);
 ``stats`` (Wilson, bootstrap, McNemar, problems needed), ``intervals`` (per-problem pairing with the NTP arm, the
 summary's interval columns), ``seeds`` (final budget, means over fine-tune seeds), ``differences`` (the paired
-differences table and its words), ``curves`` (the paper's Figures 5, 12, 13).  The names below are re-exported
-lazily, so ``sbd_core.report.DEFAULT_PAPER_TABLE`` (used by the CLI's defaults) needs neither pandas nor matplotlib,
-which are the optional ``report`` extra.
+differences table and its words), ``curves`` (the paper's Figures 5, 12, 13), ``plan`` (which of them a run draws;
+no pandas: the workflow imports it).  The names below are re-exported lazily, so
+``sbd_core.report.DEFAULT_PAPER_TABLE`` (used by the CLI's defaults) needs neither pandas nor matplotlib, which are the
+optional ``report`` extra.
 
 Usage::
 
@@ -40,7 +41,7 @@ _EXPORTS = {
     **dict.fromkeys(["FIG_SIZE_IN", "FIG_DPI", "png_size"], "figures"),
     **dict.fromkeys(["SYNTHETIC_NOTE", "build_report", "write_report"], "build"),
     **dict.fromkeys(["StatsSettings", "wilson_interval", "mcnemar_exact", "problems_to_resolve"], "stats"),
-    **dict.fromkeys(["FIGURES", "planned_figures"], "curves"),
+    **dict.fromkeys(["FIGURES", "planned_figures"], "plan"),
 }
 
 __all__ = ["DEFAULT_PAPER_TABLE", *_EXPORTS]

@@ -10,10 +10,11 @@ import pandas as pd
 
 from ..io_utils import write_bytes_atomic
 from . import DEFAULT_PAPER_TABLE
-from .curves import figure_bytes, planned_figures, sbd_families
+from .curves import figure_bytes, sbd_families
 from .differences import statistics_md
 from .figures import _figure_bytes, _safe_name
 from .paper import compare, comparison_display
+from .plan import planned_figures
 from .scores import load_scores, summarize
 from .seeds import final_budget, seed_means
 from .tables import _table1_display, load_paper_table, paper_table_display, table1, to_latex, to_markdown

@@ -6,8 +6,8 @@ colour per training budget, from score files alone.
 * ``figure12``: EB with the entropy proxy (solid) against Fast-dLLM's factor rule over f (dashed), per budget.
 * ``figure13``: EB with the confidence proxy (solid) against the factor rule (dashed), per budget.
 
-A figure is drawn when the SBD arm was decoded with every family it needs (:func:`planned_figures`); the workflow
-lists the same files from its sampler grid. With several fine-tune seeds each point is the mean over seeds.
+A figure is drawn when the SBD arm was decoded with every family it needs (:func:`.plan.planned_figures`); the
+workflow lists the same files from its sampler grid. With several fine-tune seeds each point is the mean over seeds.
 """
 
 from __future__ import annotations
@@ -18,12 +18,10 @@ import textwrap
 import pandas as pd
 
 from .figures import FIG_DPI, MIN_SPAN
+from .plan import FIGURES
 from .seeds import seed_means
 from .tables import benchmark_order
 
-#: Figure stem -> the solver families (of the SBD arm) it compares, drawn in this order.
-FIGURES = {"figure5": ("eb-entropy",), "figure12": ("eb-entropy", "factor"),
-           "figure13": ("eb-confidence", "factor")}
 TITLES = {"figure5": "SBD (EB, entropy proxy) vs NTP across training budgets",
           "figure12": "EB (entropy proxy) vs Fast-dLLM factor rule",
           "figure13": "EB (confidence proxy) vs Fast-dLLM factor rule"}
@@ -32,12 +30,6 @@ PANEL_IN = (4.4, 3.6)  # inches per panel
 LEGEND_IN = 2.6  # inches for the legend, right of the panels
 STYLES = ("-", "--", ":")
 MARKERS = ("o", "s", "^")
-
-
-def planned_figures(sbd_families) -> list[str]:
-    """The figure stems a run draws, given the solver families its SBD arm is decoded with."""
-    families = set(sbd_families)
-    return [stem for stem, needed in FIGURES.items() if set(needed) <= families]
 
 
 def sbd_families(summary: pd.DataFrame) -> set[str]:

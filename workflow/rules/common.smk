@@ -12,7 +12,7 @@ from sbd_core.benchmarks import get_benchmark
 from sbd_core.launch import LaunchSettings
 from sbd_core.pipeline import check_layout, train_config
 from sbd_core.pipeline.arms import ARM_KEYS, plan_arms, trained_arms, trainer_spec
-from sbd_core.report.curves import planned_figures
+from sbd_core.report.plan import planned_figures
 from sbd_core.samplers import NTP, expand_samplers
 from sbd_core.settings import RuntimeSettings, from_section
 from sbd_core.training_data import MixSpec, get_source
