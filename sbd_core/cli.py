@@ -95,6 +95,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--processes", type=int, default=1, help="processes per node (one per GPU)")
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--checkpoints", type=Path, required=True)
+    s.add_argument("--exports", type=_json, default=None,
+                   help='the model after some steps as folders of their own, e.g. {"1500": "models/m/sbd-step1500"}')
 
     s = sub.add_parser("benchmark", help="a benchmark's test problems: download, local file or generation")
     s.add_argument("--name", required=True, help="a registered benchmark (sbd_core.benchmarks.BENCHMARKS)")
@@ -200,7 +202,7 @@ def _run(args: argparse.Namespace) -> None:
         with user_input("--nodes/--processes"):
             layout = LaunchSettings(nodes=args.nodes, processes_per_node=args.processes)
         pipeline.run_finetune(args.base, args.data, args.objective, args.spec, args.out, args.checkpoints,
-                              args.runtime, layout, args.threads)
+                              args.runtime, layout, args.threads, args.exports)
     elif args.stage == "benchmark":
         pipeline.run_benchmark(args.name, args.settings, args.out)
     elif args.stage == "decode":

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sbd_core.pipeline.arms import plan_arms
 from sbd_core.samplers import expand_samplers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +42,7 @@ def planned(workdir: Path, *args) -> dict[str, set[str]]:
 
 def expected(config: dict) -> dict[str, set[str]]:
     return {"source": {s["name"] for s in config["data"]["sources"]}, "model": set(config["models"]),
-            "objective": set(config["finetune"]["objectives"]),
+            "arm": set(plan_arms(config["finetune"])),
             "benchmark": set(config["benchmarks"]), "sampler": set(expand_samplers(config["decode"]["samplers"]))}
 
 
@@ -54,6 +55,29 @@ def test_dry_run_plans_only_what_the_config_says(tmp_path, path):
 def test_default_run_uses_config_yaml(tmp_path):
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     assert planned(tmp_path) == expected(config)
+
+
+def test_seeds_and_training_budgets_are_wildcards_of_the_dag(tmp_path):
+    """finetune.seeds and finetune.eval_at_steps: one fine-tune per (objective, seed), each keeping its step-2 model;
+    every model decoded with its objective's samplers and scored with its seed and budget."""
+    config = yaml.safe_load((ROOT / "tests" / "smoke.yaml").read_text())
+    config["finetune"].update(seeds=[0, 1], eval_at_steps=[2])
+    path = tmp_path / "seeds.yaml"
+    path.write_text(yaml.safe_dump(config))
+    arms = {"ntp", "sbd", "ntp-step2", "sbd-step2", "ntp-s1", "sbd-s1", "ntp-s1-step2", "sbd-s1-step2"}
+    assert planned(tmp_path, "--configfile", str(path))["arm"] == arms
+    out = snakemake(tmp_path, "-n", "-p", "--configfile", str(path))
+    planned_jobs = jobs(out.stdout)
+    counts = {rule: sum(j["rule"] == rule for j in planned_jobs) for rule in ("finetune", "decode", "score")}
+    assert counts == {"finetune": 4, "decode": 24, "score": 24}  # 2 seeds x 2 budgets x (1 + 2 samplers) x 2 tasks
+    finetunes = {re.search(r"--out \S+/(\S+) ", j["command"]).group(1): j["command"] for j in planned_jobs
+                 if j["rule"] == "finetune"}
+    assert set(finetunes) == {"ntp", "sbd", "ntp-s1", "sbd-s1"}
+    assert '"seed": 1' in finetunes["sbd-s1"] and '"seed"' not in finetunes["sbd"]  # seed 0: the unseeded job
+    assert '--exports \'{"2": "results/smoke/models/tiny-llama/sbd-s1-step2"}\'' in finetunes["sbd-s1"]
+    scores = [j["command"] for j in planned_jobs
+              if j["rule"] == "score" and "/sbd-s1-step2/topk-4/math" in j["command"]]
+    assert len(scores) == 1 and '"train_seed": 1, "train_steps": 2' in scores[0]
 
 
 def test_workflow_lints_clean(tmp_path):

@@ -151,6 +151,16 @@ def test_changing_one_solver_setting_reruns_only_its_jobs(smoke):
     assert job_counts(dry.stdout) == {"decode": 2, "score": 2, "report": 1, "all": 1}
 
 
+def test_a_second_seed_reuses_everything_of_the_first(smoke):
+    workdir, config, _ = smoke
+    seeded = yaml.safe_load(config.read_text())
+    seeded["finetune"]["seeds"] = [0, 1]
+    path = workdir / "seeded.yaml"
+    path.write_text(yaml.safe_dump(seeded))
+    dry = snakemake(workdir, "-n", "--configfile", str(path))
+    assert job_counts(dry.stdout) == {"finetune": 2, "decode": 6, "score": 6, "report": 1, "all": 1}  # seed 1 only
+
+
 def test_report_regenerates_from_existing_scores(smoke):
     workdir, config, _ = smoke
     target = "results/smoke/report/speedup_math.png"  # as a user types it, relative to the working directory
@@ -176,6 +186,8 @@ def test_html_report_is_self_contained(smoke):
     (lambda c: c["finetune"].update(tokens_per_step=1000), ["tokens_per_step=1000", "batch_size x max_length"]),
     (lambda c: c["data"]["sources"][0].pop("problems"), ["math", "problems"]),
     (lambda c: c["data"].update(sources=[{"name": "gsm8k"}]), ["scratch", "synthetic", "tiny-llama"]),
+    (lambda c: c["finetune"].update(seeds=[0, 1], seed=1), ["seed or seeds"]),
+    (lambda c: c["finetune"].update(eval_at_steps=[4]), ["eval_at_steps", "max_steps=4"]),
 ])
 def test_bad_config_stops_before_any_work(tmp_path, edit, words):
     config = yaml.safe_load((ROOT / "tests" / "smoke.yaml").read_text())

@@ -10,9 +10,13 @@ import pandas as pd
 
 from ..io_utils import write_bytes_atomic
 from . import DEFAULT_PAPER_TABLE, FIGURE1_BENCHMARK, figure1_stem
+from .curves import figure_bytes, sbd_families
+from .differences import statistics_md
 from .figures import _figure_bytes, _safe_name, figure1_bytes
 from .paper import compare, comparison_display
+from .plan import planned_figures
 from .scores import load_scores, summarize
+from .seeds import final_budget, seed_means
 from .speed import load_timings, speed_figure, speed_markdown, timing_tables
 from .tables import _table1_display, load_paper_table, paper_table_display, table1, to_latex, to_markdown
 
@@ -24,7 +28,8 @@ SYNTHETIC_NOTE = (
     "8B-model numbers; only runs of the paper's models on the paper's benchmarks can be compared with Table 1."
 )
 DEFINITIONS = (
-    "Cells read `accuracy % (NFE speedup x, wall wall-clock speedup x)`. **NFE speedup** = forward passes of the NTP "
+    "Cells read `accuracy % [95% interval] (NFE speedup x [interval], wall wall-clock speedup x [interval])` "
+    "(intervals resample the problems; see Differences to the NTP arm). **NFE speedup** = forward passes of the NTP "
     "arm (NTP-trained model, NTP decoding, same model and benchmark) / forward passes of the row: the paper's "
     "measure. **Wall speedup** = decode wall time of the NTP arm / the row's, on the same problems with the same batch "
     "size and hardware (model loading excluded; on the CPU each decode job runs alone on the machine): what the NFE "
@@ -54,14 +59,15 @@ def _unavailable_md() -> str:
 
 
 def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, paper_md: str | None,
-               figures: list[str], figure1: list[str], speed_md: str = "") -> str:
+               figures: list[str], figure1: list[str], paper_figures: list[str], speed_md: str = "") -> str:
     """Assemble report.md."""
     models = ", ".join(sorted(summary["model"].unique()))
     benchmarks = ", ".join(sorted(summary["benchmark"].unique()))
     parts = ["# SBD benchmark report\n", f"{len(summary)} score files; models: {models}; benchmarks: {benchmarks}.\n"]
     if comparison_md is None:
         parts.append(f"> **Note.** {SYNTHETIC_NOTE}\n")
-    parts += [DEFINITIONS + "\n", "## Reproduction (Table 1 layout)\n", table_md, _recipe_md(summary), speed_md]
+    parts += [DEFINITIONS + "\n", "## Reproduction (Table 1 layout)\n", table_md, statistics_md(summary),
+              _recipe_md(summary), speed_md]
     if comparison_md is not None:
         parts += ["## Beside the paper's Table 1 (ours vs paper: difference)\n", comparison_md, _unavailable_md()]
     if paper_md is not None:
@@ -71,6 +77,9 @@ def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, 
         parts += _figure_links(figure1)
     parts.append("## Figures: accuracy vs NFE speedup\n")
     parts += _figure_links(figures)
+    if paper_figures:
+        parts.append("## Figures 5, 12, 13: accuracy vs mean NFE across training budgets and solvers\n")
+        parts += _figure_links([f"{stem}.png" for stem in paper_figures])
     return "\n".join(parts)
 
 
@@ -113,13 +122,15 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
     """
     timings = load_timings(timing_paths)
     summary = summarize(load_scores(score_paths), timings)
+    final = seed_means(final_budget(summary))  # one row per run of the final budgets: the paper's view
     table = table1(summary)
     disp = _table1_display(table)
     files: dict[str, bytes] = {
         "summary.csv": _csv_bytes(summary),
         "table1.csv": _csv_bytes(table),
         "table1.md": to_markdown(disp).encode(),
-        "table1.tex": to_latex(disp, "SBD reproduction: accuracy % (NFE speedup x, wall-clock speedup x)").encode(),
+        "table1.tex": to_latex(disp, "SBD reproduction: accuracy % [95% interval] (NFE speedup x [interval], "
+                               "wall-clock speedup x [interval])").encode(),
     }
     paper_md = comparison_md = None
     paper_path = _resolve_paper_table(paper_table)
@@ -130,21 +141,25 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
         files["paper_table1.tex"] = to_latex(paper_table_display(paper), "arXiv 2509.04185v1 Table 1 (as printed)").encode()
         bases = {m: b for m, b in (paper_bases or {}).items() if m in set(summary["model"])}
         if bases:
-            long = compare(summary, paper, bases)
+            long = compare(final, paper, bases)
             comparison_md = to_markdown(comparison_display(long, paper))
             files["paper_comparison.csv"] = _csv_bytes(long)
             files["paper_comparison.md"] = comparison_md.encode()
     figures = []
     for bench in sorted(summary["benchmark"].unique()):
         stem = f"speedup_{_safe_name(bench)}"
-        for fmt, data in _figure_bytes(summary, bench).items():
+        for fmt, data in _figure_bytes(final, bench).items():
             files[f"{stem}.{fmt}"] = data
         figures.append(f"{stem}.png")
     figure1 = []
-    for model in sorted(summary.loc[summary["benchmark"] == FIGURE1_BENCHMARK, "model"].unique()):
-        for fmt, data in figure1_bytes(summary, model, FIGURE1_BENCHMARK).items():
+    for model in sorted(final.loc[final["benchmark"] == FIGURE1_BENCHMARK, "model"].unique()):
+        for fmt, data in figure1_bytes(final, model, FIGURE1_BENCHMARK).items():
             files[f"{figure1_stem(model)}.{fmt}"] = data
         figure1.append(f"{figure1_stem(model)}.png")
+    paper_figures = planned_figures(sbd_families(summary))
+    for stem in paper_figures:
+        for fmt, data in figure_bytes(summary, stem).items():
+            files[f"{stem}.{fmt}"] = data
     files.update(timing_tables(timings))
     speed_png = speed_figure(summary)
     if speed_png is not None:
@@ -152,7 +167,7 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
     speed_md = speed_markdown(summary, timings) + ("\n" + _figure_links(["wall_vs_predicted.png"])[0]
                                                     if speed_png is not None else "")
     files["report.md"] = _report_md(summary, to_markdown(disp), comparison_md, paper_md, figures, figure1,
-                                    speed_md).encode()
+                                    paper_figures, speed_md).encode()
     return files
 
 

@@ -12,6 +12,11 @@ rule report:
         [f"{REPORT_DIR}/speedup_{b}.pdf" for b in BENCHMARKS],
         [report(f, category="Figures", caption="../report/figure1.rst") if f.endswith(".png") else f
          for f in FIGURE1_FILES],
+        [
+            report(f"{REPORT_DIR}/{stem}.png", category="Figures", caption="../report/figures.rst")
+            for stem in PAPER_FIGURES
+        ],
+        [f"{REPORT_DIR}/{stem}.pdf" for stem in PAPER_FIGURES],
     params:
         paper=str(PAPER_TABLE),
         bases=arg(PAPER_BASES),
