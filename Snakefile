@@ -27,6 +27,7 @@ include: "workflow/rules/base.smk"
 include: "workflow/rules/finetune.smk"
 include: "workflow/rules/decode.smk"
 include: "workflow/rules/score.smk"
+include: "workflow/rules/timing.smk"
 include: "workflow/rules/report.smk"
 
 

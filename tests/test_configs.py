@@ -163,3 +163,23 @@ def test_downloads_run_on_the_submitting_node(tmp_path):
     calls = (tmp_path / "calls.log").read_text() if (tmp_path / "calls.log").exists() else ""
     assert "sbatch" not in calls
     assert "download it on a connected machine" in (tmp_path / "results/paper-8b/logs/base/qwen-3-8b.log").read_text()
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
+def test_timing_stage_measures_each_model_once_and_feeds_the_report(tmp_path, path):
+    """One time(k) job per model (its SBD arm's checkpoint, the decode block size and its batch sizes), on the whole
+    machine like a decode job, and the report reads every time(k) file."""
+    config = yaml.safe_load(path.read_text())
+    out = snakemake(tmp_path, "-n", "-p", "--configfile", str(path), "--cores", "2")
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    planned_jobs = jobs(out.stdout)
+    timing = [j["command"] for j in planned_jobs if j["rule"] == "timing"]
+    assert sorted(re.search(r"--out \S+/timing/(\S+)\.json", c).group(1) for c in timing) == sorted(config["models"])
+    block = config["decode"].get("block_size", 16)
+    batch = config["decode"].get("batch_size", 8)
+    for command in timing:
+        assert f"--block-size {block} " in command and "/sbd " in command + " "
+        assert f"--batch {' '.join(str(b) for b in sorted({1, batch}))} " in command
+    report = next(j["command"] for j in planned_jobs if j["rule"] == "report")
+    for model in config["models"]:
+        assert f"/timing/{model}.json" in report

@@ -15,7 +15,8 @@ from sbd_core.pipeline.arms import ARM_KEYS, plan_arms, trained_arms, trainer_sp
 from sbd_core.report import FIGURE1_BENCHMARK, figure1_stem
 from sbd_core.report.plan import planned_figures
 from sbd_core.samplers import NTP, expand_samplers
-from sbd_core.settings import RuntimeSettings, from_section
+from sbd_core.generation import DecodeConfig
+from sbd_core.settings import RuntimeSettings, TimingSettings, from_section
 from sbd_core.training_data import MixSpec, get_source
 
 
@@ -189,6 +190,12 @@ def score_names(wildcards):
 
 
 SCORE_FILES = [f"{RUN}/scores/{m}/{a}/{s}/{b}.json" for m, a, s in runs() for b in BENCHMARKS]
+# the timing stage: time(k) of one trained arm per model (the SBD arm where there is one; the weights do not matter)
+TIMING = _checked(from_section, TimingSettings, config.get("timing"), "timing")
+TIMING_ARM = "sbd" if "sbd" in OBJECTIVES else OBJECTIVES[0]
+DECODE_BLOCK_SIZE = config["decode"].get("block_size", DecodeConfig.block_size)
+TIMING_BATCHES = TIMING.batches or sorted({1, config["decode"].get("batch_size", DecodeConfig.batch_size)})
+TIMING_FILES = [f"{RUN}/timing/{m}.json" for m in MODELS] if TIMING.enabled else []
 REPORT_DIR = f"{RUN}/report"
 REPORT_TABLES = ["summary.csv", "table1.csv", "table1.md", "table1.tex", "report.md", "provenance.json"]
 # the paper's Figure 1, one per model, when its benchmark (LiveCodeBench) is run

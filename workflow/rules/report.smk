@@ -1,6 +1,7 @@
 rule report:
     input:
-        SCORE_FILES,
+        scores=SCORE_FILES,
+        timings=TIMING_FILES,
     output:
         report(f"{REPORT_DIR}/summary.csv", category="Tables", caption="../report/summary.rst"),
         report(f"{REPORT_DIR}/table1.csv", category="Tables", caption="../report/table1.rst"),
@@ -26,4 +27,5 @@ rule report:
     conda:
         CONDA_ENV
     shell:
-        "python -m sbd_core report --scores {input} --paper-table {params.paper} --paper-bases {params.bases:q} --out {params.out} > {log} 2>&1"
+        "python -m sbd_core report --scores {input.scores} --timing {input.timings} --paper-table {params.paper}"
+        " --paper-bases {params.bases:q} --out {params.out} > {log} 2>&1"
