@@ -9,7 +9,7 @@ Speedup conventions (the paper measures speedup as the reduction in forward pass
 * The Table-1 mean speedup columns are arithmetic means of the per-benchmark speedups, as in the paper.
 
 Modules: ``scores`` (load/validate score files, ``summarize``), ``tables`` (Table 1, the paper's table, markdown/LaTeX),
-``paper`` (our runs beside the paper's Table 1),
+``paper`` (our runs beside the paper's Table 1), ``table2`` (the likelihood tasks' Table 2 beside the paper's),
 ``figures`` (matplotlib figures), ``build`` (``build_report`` / ``write_report``).  The names below are re-exported
 lazily, so ``sbd_core.report.DEFAULT_PAPER_TABLE`` (used by the CLI's defaults) needs neither pandas nor matplotlib,
 which are the optional ``report`` extra.
@@ -36,6 +36,7 @@ _EXPORTS = {
     **dict.fromkeys(["PAPER_GAMMAS", "PAPER_ROWS", "compare", "comparison_display", "paper_sampler"], "paper"),
     **dict.fromkeys(["FIG_SIZE_IN", "FIG_DPI", "png_size"], "figures"),
     **dict.fromkeys(["SYNTHETIC_NOTE", "build_report", "write_report"], "build"),
+    **dict.fromkeys(["DEFAULT_PAPER_TABLE2", "build_table2", "load_likelihood_scores", "table2"], "table2"),
 }
 
 __all__ = ["DEFAULT_PAPER_TABLE", *_EXPORTS]

@@ -13,6 +13,7 @@ from . import DEFAULT_PAPER_TABLE
 from .figures import _figure_bytes, _safe_name
 from .paper import compare, comparison_display
 from .scores import load_scores, summarize
+from .table2 import build_table2
 from .tables import _table1_display, load_paper_table, paper_table_display, table1, to_latex, to_markdown
 
 logger = logging.getLogger(__package__)  # "sbd_core.report": one logger for the whole package
@@ -98,11 +99,12 @@ def _resolve_paper_table(paper_table) -> Path | None:
 
 
 def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
-                 paper_bases: dict[str, str] | None = None) -> dict[str, bytes]:
+                 paper_bases: dict[str, str] | None = None, likelihood_paths: Sequence = ()) -> dict[str, bytes]:
     """Compute every report file in memory: {file name: contents}. Nothing is written.
 
     ``paper_bases`` maps our model names to the paper's base-model rows (``{"llama-3.1-8b": "Llama-3.1 8B"}``); with
-    it, ``paper_comparison.{csv,md}`` put our runs beside the published Table 1, cell by cell.
+    it, ``paper_comparison.{csv,md}`` put our runs beside the published Table 1, cell by cell. ``likelihood_paths``
+    (the likelihood stage's score files) add ``table2.{csv,md,tex}`` and a Table 2 section (:mod:`.table2`).
     """
     summary = summarize(load_scores(score_paths))
     table = table1(summary)
@@ -132,18 +134,23 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
         for fmt, data in _figure_bytes(summary, bench).items():
             files[f"{stem}.{fmt}"] = data
         figures.append(f"{stem}.png")
-    files["report.md"] = _report_md(summary, to_markdown(disp), comparison_md, paper_md, figures).encode()
+    report_md = _report_md(summary, to_markdown(disp), comparison_md, paper_md, figures)
+    if likelihood_paths:
+        table2_files, table2_md = build_table2(likelihood_paths)
+        files.update(table2_files)
+        report_md += "\n" + table2_md
+    files["report.md"] = report_md.encode()
     return files
 
 
 def write_report(score_paths: Sequence, out_dir, paper_table=DEFAULT_PAPER_TABLE,
-                 paper_bases: dict[str, str] | None = None) -> list[Path]:
+                 paper_bases: dict[str, str] | None = None, likelihood_paths: Sequence = ()) -> list[Path]:
     """Build the full report and write it into out_dir; return the paths written.
 
     Everything is rendered in memory first, then each file is written atomically (temp file + os.replace), so a
     failure leaves no half-written output. ``paper_table=None`` skips the paper_table1.* files.
     """
-    files = build_report(score_paths, paper_table, paper_bases)
+    files = build_report(score_paths, paper_table, paper_bases, likelihood_paths)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
