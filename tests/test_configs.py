@@ -33,16 +33,24 @@ def planned(workdir: Path, *args) -> dict[str, set[str]]:
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     values: dict[str, set[str]] = {}
     for line in re.findall(r"^\s*wildcards: (.*)$", out.stdout, re.M):
-        for pair in line.split(", "):
-            key, value = pair.split("=", 1)
+        job = dict(pair.split("=", 1) for pair in line.split(", "))
+        for key, value in job.items():
             values.setdefault(key, set()).add(value)
+        if "likelihood_task" in job and "objective" in job:  # a likelihood job: which arm on which task
+            arm = f"{job['model']}/{job['objective']}/{job['likelihood_task']}"
+            values.setdefault("likelihood_job", set()).add(arm)
     return values
 
 
 def expected(config: dict) -> dict[str, set[str]]:
-    return {"source": {s["name"] for s in config["data"]["sources"]}, "model": set(config["models"]),
-            "objective": set(config["finetune"]["objectives"]),
-            "benchmark": set(config["benchmarks"]), "sampler": set(expand_samplers(config["decode"]["samplers"]))}
+    planned = {"source": {s["name"] for s in config["data"]["sources"]}, "model": set(config["models"]),
+               "objective": set(config["finetune"]["objectives"]),
+               "benchmark": set(config["benchmarks"]), "sampler": set(expand_samplers(config["decode"]["samplers"]))}
+    likelihood = set(config.get("likelihood", {}).get("tasks", {}))
+    if not likelihood:
+        return planned
+    arms = {f"{m}/{o}/{t}" for m in planned["model"] for o in planned["objective"] for t in likelihood}
+    return {**planned, "likelihood_task": likelihood, "likelihood_job": arms}  # every arm on every task
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
@@ -54,6 +62,12 @@ def test_dry_run_plans_only_what_the_config_says(tmp_path, path):
 def test_default_run_uses_config_yaml(tmp_path):
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     assert planned(tmp_path) == expected(config)
+
+
+def test_the_ablation_arm_gets_its_likelihood_jobs(tmp_path):
+    values = planned(tmp_path, "--config", "finetune={objectives: [ntp, sbd, sbd_no_ntp_grad]}")
+    assert {f"tiny-llama/{arm}/{task}" for arm in ("ntp", "sbd", "sbd_no_ntp_grad")
+            for task in ("math_mc", "code_mc")} == values["likelihood_job"]
 
 
 def test_workflow_lints_clean(tmp_path):

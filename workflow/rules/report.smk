@@ -1,6 +1,7 @@
 rule report:
     input:
-        SCORE_FILES,
+        scores=SCORE_FILES,
+        likelihood=LIKELIHOOD_FILES,
     output:
         report(f"{REPORT_DIR}/summary.csv", category="Tables", caption="../report/summary.rst"),
         report(f"{REPORT_DIR}/table1.csv", category="Tables", caption="../report/table1.rst"),
@@ -10,6 +11,7 @@ rule report:
         f"{REPORT_DIR}/provenance.json",
         [report(f"{REPORT_DIR}/speedup_{b}.png", category="Figures", caption="../report/speedup.rst") for b in BENCHMARKS],
         [f"{REPORT_DIR}/speedup_{b}.pdf" for b in BENCHMARKS],
+        [report(f, category="Tables", caption="../report/table2.rst") if f.endswith(".csv") else f for f in TABLE2_FILES],
     params:
         paper=str(PAPER_TABLE),
         bases=arg(PAPER_BASES),
@@ -19,4 +21,4 @@ rule report:
     conda:
         CONDA_ENV
     shell:
-        "python -m sbd_core report --scores {input} --paper-table {params.paper} --paper-bases {params.bases:q} --out {params.out} > {log} 2>&1"
+        "python -m sbd_core report --scores {input.scores} --likelihood {input.likelihood} --paper-table {params.paper} --paper-bases {params.bases:q} --out {params.out} > {log} 2>&1"
