@@ -202,7 +202,7 @@ _ALL = (
     LikelihoodTask("arc_challenge", "ARC-C", _lm_eval("arc"), "arc_challenge", ("acc", "acc_norm"),
                    HubSettings(num_fewshot=0, metric="acc_norm"), dataset="allenai/ai2_arc"),
     LikelihoodTask("math_mc", "math (MC)", _ours, "sbd_synth_math_mc", ("acc", "acc_norm"),
-                   SyntheticSettings(metric="acc", problems=1000), paper=False, build_docs=multiple_choice.math_docs),
+                   SyntheticSettings(metric="acc", problems=500), paper=False, build_docs=multiple_choice.math_docs),
     LikelihoodTask("code_mc", "code (MC)", _ours, "sbd_synth_code_mc", ("acc", "acc_norm"),
                    SyntheticSettings(metric="acc", problems=240), paper=False, build_docs=multiple_choice.code_docs),
 )

@@ -29,8 +29,9 @@ ARMS = ("ntp", "sbd", "sbd_no_ntp_grad")  # the NTP arm first, then the paper's 
 PAPER_ROWS = {"ntp": "NTP", "sbd": "SBD", "sbd_no_ntp_grad": "SBD w/o NTP loss"}
 NOTE = (
     "The paper's Table 2 is a 3B pretraining ablation (an NTP model pretrained on 1T tokens; the SBD arms continue its "
-    "900B-token checkpoint for the last 100B tokens). This run scores the same lm-eval tasks on the models and arms of "
-    "its own config, so compare the signs and sizes of the differences to the NTP arm, not the absolute numbers. "
+    "900B-token checkpoint for the last 100B tokens). This run scores Table 2's lm-eval tasks (or the embedded "
+    "analogue's multiple-choice questions) on the models and arms of its own config, so compare the signs and sizes of "
+    "the differences to the NTP arm, not the absolute numbers. "
     "Log-likelihoods come from the NTP logits (the paper's eq. 9a) through lm-eval with the `sbd` model. Cells: "
     "accuracy % \u00b1 lm-eval's standard error (difference to the NTP arm of the same model, points)."
 )
