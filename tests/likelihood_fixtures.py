@@ -92,3 +92,33 @@ def write_arc_copy(root: Path, config: str = "ARC-Easy") -> Path:
     """A local copy of ``allenai/ai2_arc`` with one config holding the rows above in every split."""
     rows = arc_rows()
     return write_hub_copy(root, {config: {"train": rows, "validation": rows, "test": rows}})
+
+
+def write_mmlu_copy(root: Path, subjects: list[str], n_test: int = 2) -> Path:
+    """A local copy of ``cais/mmlu``: one config per subject with test, validation and dev (5 rows) splits of
+    ``question, subject, choices, answer`` rows."""
+    def rows(subject, n):
+        return [{"question": f"Which letter names choice {i % 4} in {subject}?", "subject": subject,
+                 "choices": ["alpha", "beta", "gamma", "delta"], "answer": i % 4} for i in range(n)]
+
+    return write_hub_copy(root, {s: {"test": rows(s, n_test), "validation": rows(s, 1), "dev": rows(s, 5)}
+                                 for s in subjects})
+
+
+def write_gpqa_copy(root: Path, config: str = "gpqa_main", n: int = 6) -> Path:
+    """A local copy of ``Idavidrein/gpqa``: ``<config>.csv`` (the columns lm-eval reads) named by the README's
+    ``configs`` as the only (train) split, as on the hub."""
+    import csv
+
+    root.mkdir(parents=True, exist_ok=True)
+    fields = ["Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3"]
+    with open(root / f"{config}.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        for i in range(n):
+            writer.writerow({"Question": f"How many apples are {i} apples and one more?",
+                             "Correct Answer": f"{i + 1} apples", "Incorrect Answer 1": f"{i + 2} apples",
+                             "Incorrect Answer 2": f"{i + 3} apples", "Incorrect Answer 3": f"{i} apples"})
+    (root / "README.md").write_text("---\n" + yaml.safe_dump(
+        {"configs": [{"config_name": config, "data_files": f"{config}.csv"}]}) + "---\n")
+    return root

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import yaml
 
-from likelihood_fixtures import ARC_ROWS, save_checkpoint, write_arc_copy, write_hub_copy
+from likelihood_fixtures import (ARC_ROWS, save_checkpoint, write_arc_copy, write_gpqa_copy, write_hub_copy,
+                                 write_mmlu_copy)
 from sbd_core.likelihood import PAPER_TASKS, TASKS, get_task, multiple_choice
 from sbd_core.pipeline.likelihood import LikelihoodDataError, run_likelihood, run_likelihood_data
 from sbd_core.tasks import code_task, get_task as get_synthetic_task
@@ -251,3 +252,34 @@ def test_a_local_copy_without_the_tasks_config_is_named(tmp_path):
     with pytest.raises(LikelihoodDataError, match=r"likelihood.tasks.arc_easy.data: .*missing is not a folder"):
         run_likelihood_data("arc_easy", {"data": str(tmp_path / "missing")}, tmp_path / "data")
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.slow
+def test_mmlu_group_five_shot_on_a_local_copy(checkpoint, tmp_path):
+    """lm-eval's mmlu group on a local copy: the local folder and 5 shots reach all 57 subjects through the group; the
+    headline is lm-eval's size-weighted aggregate of the subjects."""
+    subjects = sorted(lm_eval_config_file(p)["dataset_name"]
+                      for p in (get_task("mmlu").lm_eval_dir() / "default").glob("mmlu_*.yaml"))
+    local = write_mmlu_copy(tmp_path / "mmlu", subjects)
+    data = run_likelihood_data("mmlu", {"data": str(local)}, tmp_path / "data")
+    score = run_likelihood(checkpoint, "mmlu", {"data": str(local)}, data, tmp_path / "mmlu.json",
+                           names={"model": "tiny", "objective": "ntp"})
+    assert len(score["subtasks"]) == 57 and score["n"] == 57 * 2
+    assert {s["num_fewshot"] for s in score["subtasks"].values()} == {5}
+    correct = [d["acc"] for docs in score["per_doc"].values() for d in docs]
+    assert score["accuracy"] == pytest.approx(np.mean(correct))
+    assert all(len(d["loglikelihoods"]) == 4 for docs in score["per_doc"].values() for d in docs)
+
+
+@pytest.mark.slow
+def test_gpqa_shuffles_its_choices_the_same_way_in_every_run(checkpoint, tmp_path):
+    """lm-eval's gpqa_main_zeroshot on a local CSV copy: its choices are shuffled with the seeded global random, so
+    two runs (two arms) score the same questions with the same choice order."""
+    local = write_gpqa_copy(tmp_path / "gpqa")
+    data = run_likelihood_data("gpqa", {"data": str(local)}, tmp_path / "data")
+    runs = [run_likelihood(checkpoint, "gpqa", {"data": str(local)}, data, tmp_path / f"gpqa{i}.json",
+                           names={"model": "tiny", "objective": arm}) for i, arm in enumerate(("ntp", "sbd"))]
+    docs = [run["per_doc"]["gpqa_main_zeroshot"] for run in runs]
+    assert len(docs[0]) == 6 and runs[0]["lm_eval_task"] == "gpqa_main_zeroshot"
+    assert [(d["doc_hash"], d["target"]) for d in docs[0]] == [(d["doc_hash"], d["target"]) for d in docs[1]]
+    assert len({d["target"] for d in docs[0]}) > 1  # the right answer moves between the four letters
