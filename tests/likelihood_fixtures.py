@@ -122,3 +122,18 @@ def write_gpqa_copy(root: Path, config: str = "gpqa_main", n: int = 6) -> Path:
     (root / "README.md").write_text("---\n" + yaml.safe_dump(
         {"configs": [{"config_name": config, "data_files": f"{config}.csv"}]}) + "---\n")
     return root
+
+
+def hellaswag_rows(n: int = 3) -> list[dict]:
+    """``Rowan/hellaswag`` rows (its fields; ``label`` is a string)."""
+    return [{"ind": i, "activity_label": "Roof shingle removal", "ctx_a": "A man is sitting on a roof.",
+             "ctx_b": "he", "ctx": "A man is sitting on a roof. he", "source_id": f"activitynet~v_{i}",
+             "endings": ["is using wrap to wrap a pair of skis.", "is ripping level tiles off.",
+                         "is holding a rubik's cube.", "starts pulling up roofing on a roof."],
+             "split": "val", "split_type": "indomain", "label": str(i % 4)} for i in range(n)]
+
+
+def winogrande_rows(n: int = 3) -> list[dict]:
+    """``allenai/winogrande`` rows (``answer`` is "1" or "2")."""
+    return [{"sentence": "Sarah was a much better surgeon than Maria so _ always got the harder cases.",
+             "option1": "Sarah", "option2": "Maria", "answer": str(1 + i % 2)} for i in range(n)]

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import yaml
 
-from likelihood_fixtures import (ARC_ROWS, save_checkpoint, write_arc_copy, write_gpqa_copy, write_hub_copy,
-                                 write_mmlu_copy)
+from likelihood_fixtures import (ARC_ROWS, hellaswag_rows, save_checkpoint, winogrande_rows, write_arc_copy,
+                                 write_gpqa_copy, write_hub_copy, write_mmlu_copy)
 from sbd_core.likelihood import PAPER_TASKS, TASKS, get_task, multiple_choice
 from sbd_core.pipeline.likelihood import LikelihoodDataError, run_likelihood, run_likelihood_data
 from sbd_core.tasks import code_task, get_task as get_synthetic_task
@@ -208,6 +208,19 @@ def test_a_real_lm_eval_task_on_a_local_copy_in_the_hub_layout(checkpoint, tmp_p
     assert score["metrics"]["acc_stderr"] == pytest.approx(acc.std(ddof=1) / np.sqrt(6))  # lm-eval's, recorded
     assert score["provenance"]["stage"] == "likelihood" and score["model_args"]["solver"] == "ntp"
     assert (score["model"], score["objective"], score["subtasks"]["arc_easy"]["num_fewshot"]) == ("tiny", "ntp", 0)
+
+
+@pytest.mark.parametrize("name, configs, documents", [
+    ("hellaswag", {"default": {"train": hellaswag_rows(), "validation": hellaswag_rows(4)}}, {"hellaswag": 4}),
+    ("winogrande", {"winogrande_xl": {"train": winogrande_rows(), "validation": winogrande_rows(5)}},
+     {"winogrande": 5}),
+])
+def test_the_data_job_builds_lm_evals_task_from_a_local_copy(tmp_path, name, configs, documents):
+    """lm-eval's own YAML (its process_docs, its config name, its split) loads from a copy in the hub's layout."""
+    local = write_hub_copy(tmp_path / name, configs)
+    data = run_likelihood_data(name, {"data": str(local)}, tmp_path / "data")
+    assert json.loads((data / "provenance.json").read_text())["settings"]["documents"] == documents
+    assert (data / "dataset" / "README.md").is_file() and not (data / "work").exists()
 
 
 def test_the_embedded_analogue_through_the_same_stage(checkpoint, tmp_path):
