@@ -125,8 +125,23 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--names", type=_json, default=None, help='{"model": .., "objective": .., "sampler": ..}')
     s.add_argument("--work-dir", type=Path, default=None, help="scratch folder of the scorer (default: a temporary one)")
 
+    s = sub.add_parser("likelihood-data", help="a likelihood task's data: hub snapshot, local copy or generated MC")
+    s.add_argument("--task", required=True, help="a likelihood task (sbd_core.likelihood.TASKS)")
+    s.add_argument("--settings", type=_json, default=None, help="its config section, e.g. '{\"data\": \"DIR\"}'")
+    s.add_argument("--out", type=Path, required=True, help="folder for dataset/ and provenance.json")
+
+    s = sub.add_parser("likelihood", help="score one model on a likelihood task (lm-eval, NTP log-likelihoods)")
+    s.add_argument("--model", type=Path, required=True)
+    s.add_argument("--task", required=True, help="a likelihood task (sbd_core.likelihood.TASKS)")
+    s.add_argument("--settings", type=_json, default=None, help="its config section")
+    s.add_argument("--data", type=Path, required=True, help="the likelihood-data stage's folder")
+    s.add_argument("--runtime", type=_json, default={})
+    s.add_argument("--names", type=_json, default=None, help='{"model": .., "objective": ..}')
+    s.add_argument("--out", type=Path, required=True, help="JSON score file")
+
     s = sub.add_parser("report", help="tables and figures from score files")
     s.add_argument("--scores", type=Path, nargs="+", required=True)
+    s.add_argument("--likelihood", type=Path, nargs="*", default=[], help="the likelihood stage's scores (Table 2)")
     s.add_argument("--paper-table", type=Path, default=report.DEFAULT_PAPER_TABLE)
     s.add_argument("--paper-bases", type=_json, default=None,
                    help='which of our models stand for which row of the paper, e.g. {"llama-3.1-8b": "Llama-3.1 8B"}')
@@ -212,8 +227,13 @@ def _run(args: argparse.Namespace) -> None:
     elif args.stage == "score":
         pipeline.run_score(args.benchmark, args.generations, args.out, args.data, args.settings, args.names,
                            args.work_dir)
+    elif args.stage == "likelihood-data":
+        pipeline.run_likelihood_data(args.task, args.settings, args.out)
+    elif args.stage == "likelihood":
+        runtime = from_section(RuntimeSettings, args.runtime, "runtime")
+        pipeline.run_likelihood(args.model, args.task, args.settings, args.data, args.out, runtime, args.names)
     elif args.stage == "report":
-        pipeline.run_report(args.scores, args.out, args.paper_table, args.paper_bases, args.timing)
+        pipeline.run_report(args.scores, args.out, args.paper_table, args.paper_bases, args.timing, args.likelihood)
     elif args.stage == "roofline":
         text = roofline.run_table(args.table, args.out, args.preset, args.model, args.device, args.dtype,
                                   args.measured, args.batch, args.kv_len, args.block_size)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sbd_core.pipeline.arms import plan_arms
+from sbd_core.pipeline.arms import plan_arms, trained_arms
 from sbd_core.samplers import expand_samplers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,16 +34,25 @@ def planned(workdir: Path, *args) -> dict[str, set[str]]:
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     values: dict[str, set[str]] = {}
     for line in re.findall(r"^\s*wildcards: (.*)$", out.stdout, re.M):
-        for pair in line.split(", "):
-            key, value = pair.split("=", 1)
+        job = dict(pair.split("=", 1) for pair in line.split(", "))
+        for key, value in job.items():
             values.setdefault(key, set()).add(value)
+        if "likelihood_task" in job and "arm" in job:  # a likelihood job: which arm on which task
+            arm = f"{job['model']}/{job['arm']}/{job['likelihood_task']}"
+            values.setdefault("likelihood_job", set()).add(arm)
     return values
 
 
 def expected(config: dict) -> dict[str, set[str]]:
-    return {"source": {s["name"] for s in config["data"]["sources"]}, "model": set(config["models"]),
-            "arm": set(plan_arms(config["finetune"])),
-            "benchmark": set(config["benchmarks"]), "sampler": set(expand_samplers(config["decode"]["samplers"]))}
+    planned = {"source": {s["name"] for s in config["data"]["sources"]}, "model": set(config["models"]),
+               "arm": set(plan_arms(config["finetune"])),
+               "benchmark": set(config["benchmarks"]), "sampler": set(expand_samplers(config["decode"]["samplers"]))}
+    likelihood = set(config.get("likelihood", {}).get("tasks", {}))
+    if not likelihood:
+        return planned
+    trained = set(trained_arms(plan_arms(config["finetune"])))
+    jobs = {f"{m}/{a}/{t}" for m in planned["model"] for a in trained for t in likelihood}
+    return {**planned, "likelihood_task": likelihood, "likelihood_job": jobs}  # every trained arm on every task
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
@@ -78,6 +87,12 @@ def test_seeds_and_training_budgets_are_wildcards_of_the_dag(tmp_path):
     scores = [j["command"] for j in planned_jobs
               if j["rule"] == "score" and "/sbd-s1-step2/topk-4/math" in j["command"]]
     assert len(scores) == 1 and '"train_seed": 1, "train_steps": 2' in scores[0]
+
+
+def test_the_ablation_arm_gets_its_likelihood_jobs(tmp_path):
+    values = planned(tmp_path, "--config", "finetune={objectives: [ntp, sbd, sbd_no_ntp_grad]}")
+    assert {f"tiny-llama/{arm}/{task}" for arm in ("ntp", "sbd", "sbd_no_ntp_grad")
+            for task in ("math_mc", "code_mc")} == values["likelihood_job"]
 
 
 def test_workflow_lints_clean(tmp_path):

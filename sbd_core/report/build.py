@@ -18,6 +18,7 @@ from .plan import planned_figures
 from .scores import load_scores, summarize
 from .seeds import final_budget, seed_means
 from .speed import load_timings, speed_figure, speed_markdown, timing_tables
+from .table2 import build_table2
 from .tables import _table1_display, load_paper_table, paper_table_display, table1, to_latex, to_markdown
 
 logger = logging.getLogger(__package__)  # "sbd_core.report": one logger for the whole package
@@ -113,12 +114,15 @@ def _resolve_paper_table(paper_table) -> Path | None:
 
 
 def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
-                 paper_bases: dict[str, str] | None = None, timing_paths: Sequence = ()) -> dict[str, bytes]:
+                 paper_bases: dict[str, str] | None = None, timing_paths: Sequence = (),
+                 likelihood_paths: Sequence = ()) -> dict[str, bytes]:
     """Compute every report file in memory: {file name: contents}. Nothing is written.
 
     ``paper_bases`` maps our model names to the paper's base-model rows (``{"llama-3.1-8b": "Llama-3.1 8B"}``); with
     it, ``paper_comparison.{csv,md}`` put our runs beside the published Table 1, cell by cell. ``timing_paths``: the
     timing stage's time(k) files (``<model>.json``), for the eq. 16 predictions and the measured Tables 3-4.
+    ``likelihood_paths`` (the likelihood stage's score files) add ``table2.{csv,md,tex}`` and a Table 2 section
+    (:mod:`.table2`).
     """
     timings = load_timings(timing_paths)
     summary = summarize(load_scores(score_paths), timings)
@@ -166,19 +170,25 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
         files.update({f"wall_vs_predicted.{fmt}": data for fmt, data in speed_png.items()})
     speed_md = speed_markdown(summary, timings) + ("\n" + _figure_links(["wall_vs_predicted.png"])[0]
                                                     if speed_png is not None else "")
-    files["report.md"] = _report_md(summary, to_markdown(disp), comparison_md, paper_md, figures, figure1,
-                                    paper_figures, speed_md).encode()
+    report_md = _report_md(summary, to_markdown(disp), comparison_md, paper_md, figures, figure1, paper_figures,
+                           speed_md)
+    if likelihood_paths:
+        table2_files, table2_md = build_table2(likelihood_paths)
+        files.update(table2_files)
+        report_md += "\n" + table2_md
+    files["report.md"] = report_md.encode()
     return files
 
 
 def write_report(score_paths: Sequence, out_dir, paper_table=DEFAULT_PAPER_TABLE,
-                 paper_bases: dict[str, str] | None = None, timing_paths: Sequence = ()) -> list[Path]:
+                 paper_bases: dict[str, str] | None = None, timing_paths: Sequence = (),
+                 likelihood_paths: Sequence = ()) -> list[Path]:
     """Build the full report and write it into out_dir; return the paths written.
 
     Everything is rendered in memory first, then each file is written atomically (temp file + os.replace), so a
     failure leaves no half-written output. ``paper_table=None`` skips the paper_table1.* files.
     """
-    files = build_report(score_paths, paper_table, paper_bases, timing_paths)
+    files = build_report(score_paths, paper_table, paper_bases, timing_paths, likelihood_paths)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
