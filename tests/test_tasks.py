@@ -1,5 +1,6 @@
 """Tests for the synthetic tasks (sbd_core.tasks) and the BPE tokenizer (sbd_core.tokenizer)."""
 
+import hashlib
 import math
 import os
 import re
@@ -71,7 +72,24 @@ def test_code_capacities_hold_a_1000_problem_test_set():
     assert sum(sizes.values()) == grid  # every signature in exactly one split
     assert sizes["test"] >= 1500 and sizes["valid"] >= 1500  # 1,000 held-out problems are a part of the split
     assert 0.08 < sizes["test"] / grid < 0.12 and 0.76 < sizes["train"] / grid < 0.84  # the 80/10/10 hash split
+    assert sum(size for name, size in code_task.capacities("train").items() if name not in _INTEGER_FAMILIES) == 262
     assert set(code_task.capacities("train")) == {f.name for f in code_task.FAMILIES}
+
+
+_INTEGER_FAMILIES = {f.name for f in code_task.FAMILIES if f.arg == "x"}
+# sha256 of the sorted prompt + body texts of the list and string problems in the 1,200-problem train set (seed 0), as
+# the generator of the 200-problem default (commit 41c74e9) drew them
+_LIST_AND_STRING_TRAIN_AT_41C74E9 = "856ebaed0bb8afc0425f33aacb048ce17b9f1bae9cf446bc6f831925a26394bc"
+
+
+def test_code_recipe_train_set_keeps_the_mix_of_the_200_problem_default():
+    """The recipe's 1,200 train problems: every list and string problem of the train split (262, the same prompts as
+    with the 24 families) and 938 integer ones spread over the 16 integer families."""
+    train = code_task.make_problems("train", 1200, seed=0)
+    counts = Counter(p["entry_point"] in _INTEGER_FAMILIES for p in train)
+    assert counts == {True: 938, False: 262} and len(_INTEGER_FAMILIES) == 16
+    texts = sorted(_full("code", p) for p in train if p["entry_point"] not in _INTEGER_FAMILIES)
+    assert hashlib.sha256("".join(texts).encode()).hexdigest() == _LIST_AND_STRING_TRAIN_AT_41C74E9
 
 
 def _signature_of(problem):
@@ -101,7 +119,7 @@ def test_code_draw_is_round_robin_over_families(split, n):
     assert sum(counts.values()) == n and set(counts) == {name for name, size in pools.items() if size}
     level = min(counts[name] for name in counts if counts[name] < pools[name])  # families not run out
     assert all(counts[name] in (level, level + 1) or counts[name] == pools[name] <= level for name in counts)
-    assert level >= 25 and sum(len(f.grid) == 2 for f in code_task.FAMILIES if counts[f.name] >= level) >= 18
+    assert level >= 50 and {f.name for f in code_task.FAMILIES if counts[f.name] >= level} == _INTEGER_FAMILIES
 
 
 # ---------------------------------------------------------------- math
@@ -179,28 +197,22 @@ _REFERENCE = {  # entry point -> f(constants in docstring order, arg), written i
     "mod_plus": lambda c, x: x % c[0] + c[1], "even_or_plus": lambda c, x: c[0] if x % 2 == 0 else x + c[1],
     "min_times": lambda c, x: min(x * c[0], c[1]), "max_plus": lambda c, x: max(x, c[0]) + c[1],
     "div_plus": lambda c, x: math.floor(x / c[0]) + c[1],  # exact: |x| <= 10**9
+    "mod_minus": lambda c, x: (x - c[0] * math.floor(x / c[0])) - c[1],
+    "from_times": lambda c, x: c[0] * c[1] - x * c[1], "times_from": lambda c, x: c[0] - c[1] * x,
     "max_times": lambda c, x: x * c[0] if x * c[0] > c[1] else c[1],
     "min_plus": lambda c, x: (x if x < c[0] else c[0]) + c[1],
     "odd_or_times": lambda c, x: c[0] if x % 2 else x * c[1],
+    "even_plus_or_times": lambda c, x: x * c[1] if x % 2 else x + c[0],
     "sum_greater": lambda c, xs: sum(v for v in xs if v > c[0]),
     "count_less": lambda c, xs: len([v for v in xs if v < c[0]]),
     "count_multiples": lambda c, xs: len([v for v in xs if v % c[0] == 0]),
     "max_plus_c": lambda c, xs: max(xs) + c[0], "min_times_c": lambda c, xs: min(xs) * c[0],
     "sum_times": lambda c, xs: sum(xs) * c[0], "add_each": lambda c, xs: [v + c[0] for v in xs],
     "keep_greater": lambda c, xs: [v for v in xs if v > c[0]],
-    "times_plus_each": lambda c, xs: [c[0] * v + c[1] for v in xs],
-    "keep_greater_plus": lambda c, xs: [v + c[1] for v in xs if v > c[0]],
-    "max_times_plus": lambda c, xs: sorted(xs)[-1] * c[0] + c[1],
-    "count_greater_plus": lambda c, xs: len([v for v in xs if v > c[0]]) + c[1],
-    "sum_less_times": lambda c, xs: c[1] * sum(v for v in xs if v < c[0]),
     "repeat": lambda c, s: s * c[0], "add_prefix": lambda c, s: c[0] + s, "add_suffix": lambda c, s: s + c[0],
     "first_chars": lambda c, s: s[:c[0]], "last_chars": lambda c, s: s[len(s) - min(c[0], len(s)):],
     "replace_char": lambda c, s: "".join(c[1] if ch == c[0] else ch for ch in s),
     "count_char": lambda c, s: len([ch for ch in s if ch == c[0]]), "len_plus": lambda c, s: len(s) + c[0],
-    "repeat_suffix": lambda c, s: "".join([s] * c[0]) + c[1],
-    "prefix_first": lambda c, s: c[1] + s[:c[0]], "wrap": lambda c, s: c[0] + s + c[1],
-    "count_char_times": lambda c, s: len([ch for ch in s if ch == c[0]]) * c[1],
-    "len_times_plus": lambda c, s: len(s) * c[0] + c[1],
 }
 _FAMILIES_BEFORE_1000 = {  # the 24 families of the 200-problem default; the rest came with the 1,000-problem test sets
     "times_plus", "times_minus", "plus_times", "minus_times", "mod_plus", "even_or_plus", "min_times", "max_plus",
@@ -279,14 +291,11 @@ def _run(program, entry_point):
 
 
 def _one_constant_moved(problem):
-    """(family, constants) with the first constant changed: an integer by 1, a string to the grid's next value."""
+    """(family, constants) with the first (integer) constant moved by 1 within the family's grid."""
     fam = next(f for f in code_task.FAMILIES if f.name == problem["entry_point"])
     consts = _consts_of(problem)
     key, value = next(iter(consts.items()))
-    values = dict(fam.grid)[key]
-    if isinstance(value, int):
-        return fam, {**consts, key: value + 1 if value + 1 in values else value - 1}
-    return fam, {**consts, key: values[(values.index(value) + 1) % len(values)]}
+    return fam, {**consts, key: value + 1 if value + 1 in dict(fam.grid)[key] else value - 1}
 
 
 def test_new_families_pass_the_code_scorer(tmp_path):
@@ -299,10 +308,10 @@ def test_new_families_pass_the_code_scorer(tmp_path):
         first.setdefault(p["entry_point"], p)
     sample = [first[name] for name in sorted(set(first) - _FAMILIES_BEFORE_1000)]
     problems = bench.problems(sample, "generated")
-    assert len(problems) == 14
+    assert len(problems) == 8
     settings = bench.settings({"parallel": 2, "timeout_s": 300})
     right = bench.score(problems, by_id(problems, [p["canonical_solution"] for p in problems]), tmp_path, settings)
-    assert right["accuracy"] == 1.0 == right["metrics"]["pass@1_base"] and right["n"] == 14
+    assert right["accuracy"] == 1.0 == right["metrics"]["pass@1_base"] and right["n"] == 8
     moved = [_body_with(*_one_constant_moved(p)) for p in problems]
     wrong = bench.score(problems, by_id(problems, moved), tmp_path / "moved", settings)
     assert wrong["accuracy"] == 0.0 and {r["plus_status"] for r in wrong["per_problem"].values()} == {"fail"}

@@ -2,20 +2,23 @@
 
 Each problem is a small function: a signature plus a docstring that states the operation with constants
 (e.g. "Return x times 3 plus 7.") and one doctest example; the canonical body (1-3 lines) must copy those
-constants and map the operation words to code. 38 families: 12 on an integer ``x``, 13 on a list ``xs`` and 13 on a
-string ``s``; 22 of them take two constants (e.g. a factor and an offset, or a threshold and an offset), 16 take one.
+constants and map the operation words to code. 32 families: 16 on an integer ``x`` with two constants (a factor or
+modulus and an offset), 8 on a list ``xs`` and 8 on a string ``s`` with one constant.
 
 A problem is fully determined by its family and constants (its "signature"); the split is a stable hash
-of that signature (80/10/10), so train/valid/test never share a prompt; the test split holds 2,142 problems
+of that signature (80/10/10), so train/valid/test never share a prompt; the test split holds 1,898 problems
 (``capacity``). ``make_problems`` picks problems of the split round-robin over families in a seed-shuffled order,
 so a family whose pool runs out leaves its turn to the others. The plus inputs of ``x`` and ``xs`` problems include
 each integer constant and its neighbours, so that a body with a constant off by one fails. Records carry exactly the
 evalplus fields: ``task_id`` ("HumanEval/<i>", numbered within the returned list), ``prompt``, ``canonical_solution``,
 ``entry_point``, ``base_input``, ``plus_input``, ``atol`` (0) and ``contract`` ("").
 
-History: the 200-problem default had the first 24 families with narrower constants (held-out split: 240 problems);
-the grids were widened, 14 two-constant families added for 1,000-problem test sets and the plus inputs at the
-constants appended. The hash is unchanged, so every problem of the old splits keeps its split and its prompt.
+History: the 200-problem default had the first 24 families with narrower integer constants (held-out split: 240
+problems). For 1,000-problem test sets the integer families' grids were widened and 8 integer families of the same
+kind added; the list and string families are unchanged, so the recipe's train set (1,200 problems) keeps its mix: all
+of their 262 train problems, the same as before, and 938 integer ones. (Widening them too, with two-constant list and
+string families, moved that mix and the tiny model failed to copy the quoted words.) The hash is unchanged, so every
+problem of the old splits keeps its split and its prompt; the plus inputs at the constants were appended.
 """
 
 from __future__ import annotations
@@ -29,9 +32,7 @@ from typing import Callable
 
 SPLITS = ("train", "valid", "test")
 _SPLIT_SALT = "sbd-code-v1"
-_WORDS = ("pre", "un", "re", "ab", "big", "red", "top", "new", "old", "my", "sub", "ok", "in", "out", "up", "co",
-          "de", "ex", "mid", "non", "pro", "mini", "max", "key", "box", "cat", "dog", "sun", "ice", "air", "sea",
-          "day", "web", "fox", "hot", "low")
+_WORDS = ("pre", "un", "re", "ab", "big", "red", "top", "new", "old", "my", "sub", "ok")
 _LETTERS = "abcdefgh"
 
 
@@ -60,12 +61,11 @@ def _r(lo: int, hi: int) -> tuple[int, ...]:
 
 
 _PAIRS = tuple(f"{a}{b}" for a, b in itertools.permutations(_LETTERS, 2))
-_FACTORS = _r(2, 12)     # multipliers and moduli
-_OFFSETS = _r(1, 99)     # added or subtracted constants
-_THRESHOLDS = _r(0, 40)  # list thresholds: inside the range of the inputs (base 0-20, plus mostly -50-60)
+_FACTORS = _r(2, 12)   # multipliers and moduli of the integer families
+_OFFSETS = _r(1, 99)   # their added or subtracted constants
 
 FAMILIES: tuple[Family, ...] = (
-    # integers
+    # on an integer x, two constants: the test split's bulk (grids widened for 1,000-problem test sets)
     Family("times_plus", "x", "int", "Return x times {a} plus {b}.", "return x * {a} + {b}",
            (("a", _FACTORS), ("b", _OFFSETS))),
     Family("times_minus", "x", "int", "Return x times {a} minus {b}.", "return x * {a} - {b}",
@@ -77,69 +77,58 @@ FAMILIES: tuple[Family, ...] = (
     Family("mod_plus", "x", "int", "Return x modulo {a} plus {b}.", "return x % {a} + {b}",
            (("a", _FACTORS), ("b", _OFFSETS))),
     Family("even_or_plus", "x", "int", "Return {b} if x is even, else x plus {a}.",
-           "if x % 2 == 0:\n    return {b}\nreturn x + {a}", (("a", _r(1, 30)), ("b", _r(0, 30)))),
+           "if x % 2 == 0:\n    return {b}\nreturn x + {a}", (("a", _r(1, 40)), ("b", _r(0, 40)))),
     Family("min_times", "x", "int", "Return the smaller of x times {a} and {b}.", "return min(x * {a}, {b})",
            (("a", _FACTORS), ("b", _OFFSETS))),
     Family("max_plus", "x", "int", "Return the larger of x and {b}, plus {a}.", "return max(x, {b}) + {a}",
-           (("a", _r(1, 12)), ("b", _r(0, 60)))),
+           (("a", _r(1, 12)), ("b", _r(0, 99)))),
+    # added with the 1,000-problem test sets: the same kind (x, two constants, one operation each)
     Family("div_plus", "x", "int", "Return x divided by {a}, rounded down, plus {b}.", "return x // {a} + {b}",
+           (("a", _FACTORS), ("b", _OFFSETS))),
+    Family("mod_minus", "x", "int", "Return x modulo {a} minus {b}.", "return x % {a} - {b}",
+           (("a", _FACTORS), ("b", _OFFSETS))),
+    Family("from_times", "x", "int", "Return {b} minus x, times {a}.", "return ({b} - x) * {a}",
+           (("a", _FACTORS), ("b", _OFFSETS))),
+    Family("times_from", "x", "int", "Return {b} minus x times {a}.", "return {b} - x * {a}",
            (("a", _FACTORS), ("b", _OFFSETS))),
     Family("max_times", "x", "int", "Return the larger of x times {a} and {b}.", "return max(x * {a}, {b})",
            (("a", _FACTORS), ("b", _OFFSETS))),
     Family("min_plus", "x", "int", "Return the smaller of x and {b}, plus {a}.", "return min(x, {b}) + {a}",
-           (("a", _r(1, 12)), ("b", _r(0, 60)))),
+           (("a", _r(1, 12)), ("b", _r(0, 99)))),
     Family("odd_or_times", "x", "int", "Return {b} if x is odd, else x times {a}.",
-           "if x % 2 == 1:\n    return {b}\nreturn x * {a}", (("a", _FACTORS), ("b", _r(0, 60)))),
-    # lists
+           "if x % 2 == 1:\n    return {b}\nreturn x * {a}", (("a", _FACTORS), ("b", _r(0, 99)))),
+    Family("even_plus_or_times", "x", "int", "Return x plus {b} if x is even, else x times {a}.",
+           "if x % 2 == 0:\n    return x + {b}\nreturn x * {a}", (("a", _FACTORS), ("b", _OFFSETS))),
+    # on a list xs or a string s, one constant: unchanged since the 200-problem default (their pools are small, so
+    # the recipe's train set takes all of them and the test set the few held out)
     Family("sum_greater", "xs", "int", "Return the sum of the elements greater than {c}.",
-           "return sum(v for v in xs if v > {c})", (("c", _THRESHOLDS),)),
+           "return sum(v for v in xs if v > {c})", (("c", _r(0, 30)),)),
     Family("count_less", "xs", "int", "Return the number of elements less than {c}.",
-           "return sum(1 for v in xs if v < {c})", (("c", _THRESHOLDS),)),
+           "return sum(1 for v in xs if v < {c})", (("c", _r(0, 30)),)),
     Family("count_multiples", "xs", "int", "Return the number of multiples of {c} in xs.",
-           "return sum(1 for v in xs if v % {c} == 0)", (("c", _r(2, 20)),)),
+           "return sum(1 for v in xs if v % {c} == 0)", (("c", _r(2, 12)),)),
     Family("max_plus_c", "xs", "int", "Return the largest element plus {c}.", "return max(xs) + {c}",
-           (("c", _OFFSETS),), nonempty=True),
+           (("c", _r(1, 30)),), nonempty=True),
     Family("min_times_c", "xs", "int", "Return the smallest element times {c}.", "return min(xs) * {c}",
-           (("c", _r(2, 20)),), nonempty=True),
+           (("c", _r(2, 12)),), nonempty=True),
     Family("sum_times", "xs", "int", "Return the sum of the elements times {c}.", "return sum(xs) * {c}",
-           (("c", _r(2, 20)),)),
+           (("c", _r(2, 12)),)),
     Family("add_each", "xs", "list[int]", "Return xs with {c} added to each element.",
-           "return [v + {c} for v in xs]", (("c", _OFFSETS),)),
+           "return [v + {c} for v in xs]", (("c", _r(1, 30)),)),
     Family("keep_greater", "xs", "list[int]", "Return the elements of xs greater than {c}, in order.",
-           "return [v for v in xs if v > {c}]", (("c", _THRESHOLDS),)),
-    Family("times_plus_each", "xs", "list[int]", "Return xs with each element times {a} plus {b}.",
-           "return [v * {a} + {b} for v in xs]", (("a", _FACTORS), ("b", _OFFSETS))),
-    Family("keep_greater_plus", "xs", "list[int]", "Return the elements of xs greater than {c}, each plus {a}.",
-           "return [v + {a} for v in xs if v > {c}]", (("c", _THRESHOLDS), ("a", _r(1, 30)))),
-    Family("max_times_plus", "xs", "int", "Return the largest element times {a} plus {b}.",
-           "return max(xs) * {a} + {b}", (("a", _FACTORS), ("b", _OFFSETS)), nonempty=True),
-    Family("count_greater_plus", "xs", "int", "Return the number of elements greater than {c}, plus {a}.",
-           "return sum(1 for v in xs if v > {c}) + {a}", (("c", _THRESHOLDS), ("a", _r(1, 30)))),
-    Family("sum_less_times", "xs", "int", "Return the sum of the elements less than {c}, times {a}.",
-           "return sum(v for v in xs if v < {c}) * {a}", (("c", _THRESHOLDS), ("a", _FACTORS))),
-    # strings
-    Family("repeat", "s", "str", "Return s repeated {n} times.", "return s * {n}", (("n", _r(2, 12)),)),
+           "return [v for v in xs if v > {c}]", (("c", _r(0, 30)),)),
+    Family("repeat", "s", "str", "Return s repeated {n} times.", "return s * {n}", (("n", _r(2, 9)),)),
     Family("add_prefix", "s", "str", "Return s with the prefix '{w}'.", "return '{w}' + s", (("w", _WORDS),)),
     Family("add_suffix", "s", "str", "Return s with the suffix '{w}'.", "return s + '{w}'", (("w", _WORDS),)),
     Family("first_chars", "s", "str", "Return the first {n} characters of s.", "return s[:{n}]",
-           (("n", _r(1, 12)),)),
+           (("n", _r(1, 9)),)),
     Family("last_chars", "s", "str", "Return the last {n} characters of s.", "return s[-{n}:]",
-           (("n", _r(1, 12)),)),
+           (("n", _r(1, 9)),)),
     Family("replace_char", "s", "str", "Return s with each '{p[0]}' replaced by '{p[1]}'.",
            "return s.replace('{p[0]}', '{p[1]}')", (("p", _PAIRS),)),
     Family("count_char", "s", "int", "Return the number of times '{ch}' occurs in s.", "return s.count('{ch}')",
            (("ch", tuple(_LETTERS)),)),
-    Family("len_plus", "s", "int", "Return the length of s plus {n}.", "return len(s) + {n}", (("n", _OFFSETS),)),
-    Family("repeat_suffix", "s", "str", "Return s repeated {n} times with the suffix '{w}'.",
-           "return s * {n} + '{w}'", (("n", _r(2, 9)), ("w", _WORDS))),
-    Family("prefix_first", "s", "str", "Return the first {n} characters of s with the prefix '{w}'.",
-           "return '{w}' + s[:{n}]", (("n", _r(1, 12)), ("w", _WORDS))),
-    Family("wrap", "s", "str", "Return s with the prefix '{w}' and the suffix '{v}'.", "return '{w}' + s + '{v}'",
-           (("w", _WORDS), ("v", _WORDS))),
-    Family("count_char_times", "s", "int", "Return the number of times '{ch}' occurs in s, times {n}.",
-           "return s.count('{ch}') * {n}", (("ch", tuple(_LETTERS)), ("n", _r(2, 20)))),
-    Family("len_times_plus", "s", "int", "Return the length of s times {a} plus {b}.", "return len(s) * {a} + {b}",
-           (("a", _FACTORS), ("b", _OFFSETS))),
+    Family("len_plus", "s", "int", "Return the length of s plus {n}.", "return len(s) + {n}", (("n", _r(1, 30)),)),
 )
 _FAMILY_BY_NAME = {f.name: f for f in FAMILIES}
 _ANNOT = {"x": "int", "xs": "list[int]", "s": "str"}
