@@ -58,10 +58,20 @@ def test_engine_follows_the_slow_reference_along_its_own_path(sbd_model, tokeniz
     check_engine_path(sbd_model, ids, gens, recorder.calls, slots, 4, 13, eos, excluded=(PAD, MASK))
 
 
-@pytest.mark.parametrize("attn", ["sdpa", "eager"])
-@pytest.mark.parametrize("name, params", SOLVERS, ids=[f"{n}-{list(p.values())[0]}" for n, p in SOLVERS])
-def test_engine_gives_the_reference_decoders_results(model_kind, tokenizer, attn, name, params):
-    model, ids = peaked_model(model_kind, tokenizer, attn), ids_of(tokenizer)
+def reference_cases():
+    """Every solver with each model family and attention: the default tier takes one (family, attention) per solver,
+    rotating, so every solver, family and attention is checked; the slow tier takes the rest of the product."""
+    combos = [(kind, attn) for kind in ("llama", "qwen3") for attn in ("sdpa", "eager")]
+    for i, (name, params) in enumerate(SOLVERS):
+        for j, (kind, attn) in enumerate(combos):
+            marks = () if j == i % len(combos) else (pytest.mark.slow,)
+            yield pytest.param(kind, attn, name, params, marks=marks,
+                               id=f"{kind}-{attn}-{name}-{list(params.values())[0]}")
+
+
+@pytest.mark.parametrize("kind, attn, name, params", list(reference_cases()))
+def test_engine_gives_the_reference_decoders_results(kind, tokenizer, attn, name, params):
+    model, ids = peaked_model(kind, tokenizer, attn), ids_of(tokenizer)
     spec = sampler_spec(name, **params)
     base = DecodeConfig(block_size=4, max_new_tokens=14, eos_token_ids=(), batch_size=2, engine="reference")
     eos = (eos_splitting(BlockDecoder(model, tokenizer, base, build_solver(spec)).generate(ids), 4),)
