@@ -62,11 +62,14 @@ def _describe(hint) -> str:
 
 @dataclass(frozen=True)
 class RuntimeSettings:
-    """Where models run: ``device`` (cpu, cuda, cuda:N), weight ``dtype`` for decoding, CPU ``threads`` per job."""
+    """Where models run: ``device`` (cpu, cuda, cuda:N), weight ``dtype`` for decoding, CPU ``threads`` per job;
+    ``decode_threads``: CPU threads (and cores claimed) of each decode and timing job; None: ``threads`` threads, claiming
+    every core of the run (a timed decode then runs alone on the machine)."""
 
     device: str = "cpu"
     dtype: str = "float32"
     threads: int = 2
+    decode_threads: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.device, str) or not re.fullmatch(r"cpu|cuda(:[0-9]+)?", self.device):
@@ -75,6 +78,9 @@ class RuntimeSettings:
             raise UserError(f"runtime.dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
             raise UserError(f"runtime.threads must be an integer >= 1, got {self.threads!r}")
+        if self.decode_threads is not None and (isinstance(self.decode_threads, bool)
+                                                or not isinstance(self.decode_threads, int) or self.decode_threads < 1):
+            raise UserError(f"runtime.decode_threads must be an integer >= 1 or null, got {self.decode_threads!r}")
 
     @property
     def gpus(self) -> int:

@@ -51,9 +51,15 @@ if NTP not in SAMPLERS:
         "config error: decode.samplers must include {solver: ntp} (the NTP baseline every speedup is measured against)"
     )
 RUNTIME = _checked(from_section, RuntimeSettings, config.get("runtime"), "runtime")
-# On the CPU a decode job takes every core the run has (--cores), so no other job shares the machine while it is
-# timed and its wall time can be compared with the NTP arm's; on GPUs each decode job has a device of its own.
-DECODE_THREADS = (workflow.resource_settings.cores or 1) if RUNTIME.device == "cpu" else 1
+# On the CPU a decode (or timing) job claims runtime.decode_threads cores and runs that many threads; by default (null)
+# it claims every core the run has (--cores) and runs runtime.threads threads, so no other job shares the machine while
+# it is timed. With fewer, timed jobs share the machine a core each (the embedded default: two side by side on 2 cores).
+# On GPUs each has a device of its own.
+CORES = workflow.resource_settings.cores or 1
+if RUNTIME.device == "cpu" and RUNTIME.decode_threads:
+    DECODE_THREADS = DECODE_TORCH_THREADS = min(RUNTIME.decode_threads, CORES)
+else:
+    DECODE_THREADS, DECODE_TORCH_THREADS = (CORES if RUNTIME.device == "cpu" else 1), RUNTIME.threads
 PAPER_TABLE = Path(config.get("report", {}).get("paper_table", "results/paper/table1.csv"))
 if not PAPER_TABLE.is_absolute() and not PAPER_TABLE.exists():
     PAPER_TABLE = Path(workflow.basedir) / PAPER_TABLE  # shipped with the workflow, whatever the working directory

@@ -10,7 +10,7 @@ rule decode:
         sampler=lambda wc: arg(SAMPLERS[wc.sampler]),
         decode=arg(section("decode", drop=("samplers", "restrict"))),
         runtime=arg({"device": RUNTIME.device, "dtype": RUNTIME.dtype}),
-        threads=RUNTIME.threads,
+        threads=DECODE_TORCH_THREADS,
     threads: DECODE_THREADS
     resources:
         gpu=RUNTIME.gpus,

@@ -10,7 +10,7 @@ rule timing:
         widths=" ".join(str(w) for w in TIMING.widths),
         kv_lens=" ".join(str(n) for n in TIMING.kv_lens),
         block=DECODE_BLOCK_SIZE,
-        threads=RUNTIME.threads,
+        threads=DECODE_TORCH_THREADS,
     threads: DECODE_THREADS
     resources:
         gpu=RUNTIME.gpus,
