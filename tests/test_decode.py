@@ -119,7 +119,7 @@ def test_generate_batches_by_length_and_keeps_input_order(sbd_model, tokenizer):
     letters = "abcdefghijklmnopqrstuvwxyz"
     model = ScriptedModel(sbd_model, lambda p: tokenizer.convert_tokens_to_ids(letters[p % 26]), shift=0)
     lengths = (7, 2, 5, 3, 9)  # unsorted; batches of two are formed by length
-    config = DecodeConfig(block_size=4, max_new_tokens=6, eos_token_ids=(), batch_size=2)
+    config = DecodeConfig(block_size=4, max_new_tokens=6, eos_token_ids=(), batch_size=2, engine="reference")
     out = generate(model, tokenizer, [[5] * n for n in lengths], config, get_solver("topk", n=2))
     assert [g.text for g in out] == [letters[n:n + 6] for n in lengths]  # token at position p is letters[p]
 
