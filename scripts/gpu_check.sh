@@ -6,8 +6,8 @@
 #   3. bench_decode on the 8B shape: the engine (compiled) against eager generate, batch 1, NTP and SBD
 #   4. fine-tune tokens/s: benchmarks/bench_train.py --preset llama8b --layers 1 2 (for the paper run's cost)
 #   5. the pilot (config/pilot.yaml) at a short budget: a few optimizer steps per arm, a few GSM8K-schema stand-in
-#      problems written here (no data download); its model is pilot.yaml's hub source, or --pilot-model DIR (a local
-#      checkpoint folder) on a machine without the hub
+#      problems written here (no data download), a short timing stage, no likelihood tasks; its model is pilot.yaml's
+#      hub source, or --pilot-model DIR (a local checkpoint folder) on a machine without the hub
 # Files: provenance.json (command, git commit, versions, device), steps.json (per step: command, exit status, seconds,
 # timed out), <step>.log (stdout and stderr), <step>.json (the step's last-line JSON document, where it prints one),
 # timing.json (the time(k) file), tests.xml (JUnit), pilot/ (the pilot's report and train logs). A failed or timed-out
@@ -78,14 +78,14 @@ step() {
   [ $rc = 0 ] || FAILED=1
   echo "   exit $rc after ${seconds}s (log: $OUT/$name.log)"
   "$PYTHON" - "$OUT" "$name" "$rc" "$seconds" "$limit" "$@" <<'EOF'
-import json, sys
+import json, os, sys
 out, name, rc, seconds, limit, command = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6:]
 lines = open(f"{out}/{name}.log", errors="replace").read().strip().splitlines() 
 try:
     doc = json.loads(lines[-1]) if lines else None
 except ValueError:
     doc = None
-if isinstance(doc, dict):
+if isinstance(doc, dict) and not os.path.exists(f"{out}/{name}.json"):  # timing writes its own file
     json.dump(doc, open(f"{out}/{name}.json", "w"), indent=1)
 with open(f"{out}/steps.jsonl", "a") as f:
     f.write(json.dumps({"step": name, "command": command, "exit_status": rc, "seconds": seconds, "limit_s": int(limit),
@@ -113,6 +113,8 @@ config["data"]["sources"] = [{"name": "gsm8k", "path": str(root / "train.jsonl")
 config["benchmarks"] = {"gsm8k": {"data": str(root / "test.jsonl"), "limit": 8, "max_new_tokens": 64}}
 config["finetune"].update(max_steps=4, tokens_per_step=8192, batch_size=8, max_length=1024, warmup_steps=1,
                           save_steps=4, logging_steps=1, bf16=not dry)
+config.pop("likelihood", None)  # Table 2's tasks download lm-eval's data sets: not a short check
+config["timing"] = {"widths": [1, 16], "kv_lens": [64, 512], "warmup": 2, "repeats": 5}
 config["decode"].update(batch_size=8, samplers=[{"solver": "ntp"}, {"solver": "eb", "gamma": 0.1}],
                         restrict={"sbd": ["eb-entropy-g0.1"]})
 (root / "pilot_short.yaml").write_text(yaml.safe_dump(config))
