@@ -81,7 +81,7 @@ def fresh_compiler():
 
 
 def test_compiled_engine_on_gpu_decides_as_its_checked_eager_path(tokenizer, fresh_compiler):
-    model = sbd_model(tokenizer, logit_scale=25.0)
+    model = sbd_model(tokenizer, logit_scale=12.0)
     gpu, ids, solver = copy.deepcopy(model).cuda(), [tokenizer(p)["input_ids"] for p in ENGINE_PROMPTS], \
         get_solver("eb", gamma=0.5)
     recorder = RecordingSolver(solver)
@@ -98,7 +98,7 @@ def test_compiled_engine_on_gpu_decides_as_its_checked_eager_path(tokenizer, fre
 
 
 def test_compiled_engine_on_gpu_gives_generates_tokens_in_ntp_mode(tokenizer, fresh_compiler):
-    model = sbd_model(tokenizer, logit_scale=25.0).cuda()
+    model = sbd_model(tokenizer, logit_scale=12.0).cuda()
     ids, max_new = [tokenizer(p)["input_ids"] for p in ENGINE_PROMPTS], 12
     config = DecodeConfig(mode="ntp", max_new_tokens=max_new, eos_token_ids=(), batch_size=2)  # compile: default
     engine = FastDecoder(model, tokenizer, config)
