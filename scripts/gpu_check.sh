@@ -35,6 +35,9 @@ while [ $# -gt 0 ]; do
   shift
 done
 if [ $DRY = 1 ]; then OUT=${OUT:-${TMPDIR:-/tmp}/gpu_check_dry_run}; else OUT=${OUT:-$ROOT/results/gpu}; fi
+if ! [[ $DEADLINE_S =~ ^[0-9]+$ ]]; then
+  echo "error: --deadline-s $DEADLINE_S is not a whole number of seconds" >&2; exit 2
+fi
 if [ -n "$PILOT_MODEL" ] && [ ! -f "$PILOT_MODEL/config.json" ]; then
   echo "error: --pilot-model $PILOT_MODEL is not a checkpoint folder (no config.json)" >&2; exit 2
 fi
@@ -52,17 +55,18 @@ FAILED=0
 
 # provenance: the command, the commit, the versions and the device
 "$PYTHON" - "$OUT/provenance.json" "$DRY" "$COMMAND" <<'EOF'
-import json, platform, subprocess, sys, time
+import json, os, platform, subprocess, sys, time
 import torch, transformers
 from sbd_core.timing import device_name
 out, dry, command = sys.argv[1], sys.argv[2] == "1", sys.argv[3]
-git = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True).stdout.strip()
+git = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True).stdout.strip() or None  # None: no git
 cuda = torch.cuda.is_available()
 json.dump({"command": command, "dry_run": dry, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "git_commit": git("rev-parse", "HEAD"), "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+           "git_commit": git("rev-parse", "HEAD"),
+           "git_dirty": git("status", "--porcelain", "--untracked-files=no") is not None,
            "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
            "cuda": torch.version.cuda, "device": device_name("cuda" if cuda else "cpu"),
-           "device_count": torch.cuda.device_count(), "cpu_count": __import__("os").cpu_count()},
+           "device_count": torch.cuda.device_count(), "cpu_count": os.cpu_count()},
           open(out, "w"), indent=1)
 EOF
 
@@ -72,6 +76,7 @@ step() {
   local left=$(( DEADLINE_S - ($(date +%s) - START) ))
   [ "$left" -lt "$limit" ] && limit=$left
   local rc=124 t0; t0=$(date +%s)
+  rm -f "$OUT/$name.log" "$OUT/$name.json"  # nothing stale from an earlier run
   echo "== $name (at most ${limit}s): $*"
   if [ "$limit" -gt 0 ]; then timeout --kill-after=10 "$limit" "$@" > "$OUT/$name.log" 2>&1; rc=$?; fi
   local seconds=$(( $(date +%s) - t0 ))
@@ -79,7 +84,7 @@ step() {
   echo "   exit $rc after ${seconds}s (log: $OUT/$name.log)"
   "$PYTHON" - "$OUT" "$name" "$rc" "$seconds" "$limit" "$@" <<'EOF'
 import json, os, sys
-out, name, rc, seconds, limit, command = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6:]
+out, name, (rc, seconds, limit), command = sys.argv[1], sys.argv[2], map(int, sys.argv[3:6]), sys.argv[6:]
 lines = open(f"{out}/{name}.log", errors="replace").read().strip().splitlines() 
 try:
     doc = json.loads(lines[-1]) if lines else None
@@ -88,8 +93,9 @@ except ValueError:
 if isinstance(doc, dict) and not os.path.exists(f"{out}/{name}.json"):  # timing writes its own file
     json.dump(doc, open(f"{out}/{name}.json", "w"), indent=1)
 with open(f"{out}/steps.jsonl", "a") as f:
-    f.write(json.dumps({"step": name, "command": command, "exit_status": rc, "seconds": seconds, "limit_s": int(limit),
-                        "timed_out": rc in (124, 137), "json": f"{name}.json" if isinstance(doc, dict) else None}) + "\n")
+    f.write(json.dumps({"step": name, "command": command, "exit_status": rc, "seconds": seconds, "limit_s": limit,
+                        "timed_out": rc in (124, 137),
+                        "json": f"{name}.json" if isinstance(doc, dict) else None}) + "\n")
 EOF
 }
 

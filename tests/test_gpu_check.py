@@ -35,7 +35,8 @@ def test_dry_run_runs_every_step_and_writes_its_files_with_provenance(tmp_path):
     assert all((tmp_path / f"{s}.log").is_file() for s in STEPS)
     suite = ET.parse(tmp_path / "tests.xml").getroot().find("testsuite")
     if not torch.cuda.is_available():  # every GPU test collected, and skipped cleanly
-        assert int(suite.get("tests")) >= 4 and suite.get("skipped") == suite.get("tests") and suite.get("errors") == "0"
+        assert int(suite.get("tests")) >= 4 and suite.get("skipped") == suite.get("tests")
+        assert suite.get("errors") == suite.get("failures") == "0"
     timing = json.loads((tmp_path / "timing.json").read_text())
     assert timing["kind"] == "sbd_timing" and timing["model"]["name"] == "tiny-llama" and timing["rows"]
     decode = json.loads((tmp_path / "bench_decode.json").read_text())
@@ -51,6 +52,8 @@ def test_dry_run_runs_every_step_and_writes_its_files_with_provenance(tmp_path):
 def test_argument_errors_are_one_line(tmp_path):
     done = run("--bogus")
     assert done.returncode == 2 and done.stderr.strip().count("\n") == 0 and "--bogus" in done.stderr
+    done = run("--dry-run", "--deadline-s", "soon")
+    assert done.returncode == 2 and "--deadline-s soon" in done.stderr and done.stderr.strip().count("\n") == 0
     done = run("--dry-run", "--pilot-model", str(tmp_path))
     assert done.returncode == 2 and "no config.json" in done.stderr and done.stderr.strip().count("\n") == 0
     if not torch.cuda.is_available():
