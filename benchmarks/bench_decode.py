@@ -9,6 +9,7 @@ On a random model of a named shape (``--shape``: ``tiny-llama``, the embedded de
 * ``engine``: the fast engine (``sbd_core.engine.FastDecoder``), NTP and SBD; compiled on GPUs unless ``--compile`` /
   ``--no-compile`` says otherwise (``DecodeConfig.compile``);
 
+The prompts are random non-special tokens (for a checkpoint too: its tokens per forward on them are not its task's).
 SBD mode runs EB at every ``--gamma`` (0: one token per forward; inf: the whole block in one forward). EOS is off,
 so every row generates ``--max-new-tokens`` tokens. On a random model every position's distribution is nearly
 uniform, so any small gamma reveals one token per forward, as gamma 0 does; ``--logit-scale`` sharpens the random
@@ -45,7 +46,7 @@ import transformers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import GenerationConfig, PreTrainedTokenizerFast
 
-from decode_checks import jsonable, print_rows, print_summary, ratios, token_checks
+from decode_checks import jsonable, label, print_rows, print_summary, ratios, token_checks
 from decode_phases import CallCounter, PhaseTimer, counted_forwards, engine_phases, model_forward_phases
 from sbd_core import checkpoint
 from sbd_core.decode import BlockDecoder
@@ -104,7 +105,7 @@ class Config:
 
     @property
     def label(self) -> str:
-        return self.mode if self.gamma is None else f"sbd g={self.gamma:g}"
+        return label(self.mode, self.gamma)
 
 
 @dataclass
