@@ -1,14 +1,29 @@
-"""CPU benchmark of the SBD decoder and training objective on a tiny random Llama.
+"""The decode benchmark: the reference decoder, the fast engine and Hugging Face generate on the same prompts.
 
-Three parts, all on the same random fp32 LlamaForCausalLM with a character tokenizer:
-  1. decoding throughput: HF ``generate`` (greedy) vs BlockDecoder in NTP mode vs SBD mode with several solvers;
-  2. per-forward cost growth: a hook on ``model.forward`` splits each SBD decoding step into time inside the model and
-     decoder overhead (everything else), at increasing cache length, next to a bare model forward on a cache of that size;
-  3. training step time (forward + backward + AdamW) of the SBD objective vs the NTP objective.
-The model is random, so EOS is disabled (every run generates exactly max_new_tokens) and the NFE of each solver is set
-by the flat random logits, not by what a trained model would allow. Prints tables, then ONE JSON document as the last line.
+On a random model of a named shape (``--shape``: ``tiny-llama``, the embedded default's model; ``llama-3.1-8b``,
+``qwen-3-8b``, with ``--layers`` to cut the depth) or a checkpoint (``--model``), at every ``--batch`` size:
 
-    .venv/bin/python benchmarks/bench_decode.py [--quick] [--hidden 256 --layers 4 --max-new-tokens 128 --repeats 3]
+* ``generate``: ``model.generate``, greedy, its dynamic cache; ``generate-static``: the same with
+  ``cache_implementation="static"`` (on an accelerator transformers compiles the forward for a static cache);
+* ``reference``: the readable decoder (``sbd_core.decode``, ``engine="reference"``), NTP and SBD;
+* ``engine``: the fast engine (``sbd_core.engine.FastDecoder``), NTP and SBD; compiled on GPUs unless ``--compile`` /
+  ``--no-compile`` says otherwise (``DecodeConfig.compile``);
+
+The prompts are random non-special tokens (for a checkpoint too: its tokens per forward on them are not its task's).
+SBD mode runs EB at every ``--gamma`` (0: one token per forward; inf: the whole block in one forward). EOS is off,
+so every row generates ``--max-new-tokens`` tokens. On a random model every position's distribution is nearly
+uniform, so any small gamma reveals one token per forward, as gamma 0 does; ``--logit-scale`` sharpens the random
+output layer so that intermediate gammas reveal more (the cost of a forward does not change).
+
+Per configuration: tokens/s, forwards/s (batch forwards after the prefills), ms per forward (wall / forwards, prefill
+included), mean tokens per forward (tokens / row NFE); after the timed runs one more run, eager, with synchronised
+timers around its phases (``decode_phases.py``) says where a forward's time goes. Then the token checks (engine ==
+reference, engine NTP == generate) and the ratios: engine / reference, engine NTP / generate (tokens/s), and SBD
+against NTP per decoder (wall speedup beside NFE speedup). Timing: ``--warmup`` runs, then the median of
+``--repeats`` synchronised runs. Last output line: one JSON document.
+
+    python benchmarks/bench_decode.py                                  # CPU, tiny-llama, batch 1 and 4 (a few minutes)
+    python benchmarks/bench_decode.py --device cuda --shape llama-3.1-8b --batch 1 --decoders engine generate
 """
 
 from __future__ import annotations
@@ -17,282 +32,335 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import platform
 import statistics
 import string
+import sys
 import time
+from dataclasses import dataclass
 
 import torch
 import transformers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from transformers import DynamicCache, GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import GenerationConfig, PreTrainedTokenizerFast
 
-from sbd_core.decode import BlockDecoder, DecodeConfig
-from sbd_core.mask_token import setup_mask_token
-from sbd_core.masking import build_batch
-from sbd_core.objective import compute_loss
+from decode_checks import jsonable, label, print_rows, print_summary, ratios, token_checks
+from decode_phases import CallCounter, PhaseTimer, counted_forwards, engine_phases, model_forward_phases
+from sbd_core import checkpoint
+from sbd_core.decode import BlockDecoder
+from sbd_core.engine import FastDecoder
+from sbd_core.generation import DecodeConfig, never_generated_ids
+from sbd_core.mask_token import mask_token_id, setup_mask_token
 from sbd_core.solvers import get_solver
+from sbd_core.timing import device_name, random_model
 
-SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|pad|>", "<|reserved_special_token_0|>"]
-BLOCK = 16
-SOLVERS = [("eb", {"gamma": 0.0}), ("eb", {"gamma": 0.1}), ("eb", {"gamma": float("inf")}), ("topk", {"n": 4})]
+DECODERS = ("generate", "generate-static", "reference", "engine")
+SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|pad|>", "<|reserved_special_token_0|>"]  # bos, eos, pad, mask
 
 
-# ------------------------------------------------------------------------------------------------- setup
-def char_tokenizer() -> PreTrainedTokenizerFast:
-    """Character-level tokenizer over printable ASCII plus the specials (same as tests/conftest.py)."""
-    vocab = {tok: i for i, tok in enumerate(SPECIALS + list(string.printable))}
-    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="?"))
-    core.pre_tokenizer = pre_tokenizers.Split("", "isolated")
-    core.decoder = decoders.Fuse()
+@dataclass
+class Settings:
+    """Every setting of the benchmark, with its default."""
+
+    shape: str = "tiny-llama"  # a named shape with random weights (sbd_core.roofline.MODELS) ...
+    model: str | None = None  # ... or a checkpoint folder
+    layers: int | None = None  # with shape: this many layers (default: all)
+    device: str = "cpu"
+    dtype: str | None = None  # None: float32 on the CPU, bfloat16 on an accelerator
+    batch: tuple[int, ...] = (1, 4)
+    prompts: int = 4  # the same prompts for every configuration
+    prompt_lengths: tuple[int, ...] = (16, 48)  # prompt i has length prompt_lengths[i % len]
+    max_new_tokens: int = 32
+    block_size: int = 16
+    gammas: tuple[float, ...] = (0.0, math.inf)
+    decoders: tuple[str, ...] = DECODERS
+    modes: tuple[str, ...] = ("ntp", "sbd")
+    compile: bool | None = None  # the engine's DecodeConfig.compile (None: on GPUs)
+    warmup: int = 1  # >= 1: the first run also gives the tokens and the forward count
+    repeats: int = 3
+    breakdown: bool = True
+    logit_scale: float = 1.0
+    seed: int = 0
+    threads: int = 0  # 0: all CPUs
+
+    def __post_init__(self):
+        unknown = set(self.decoders) - set(DECODERS)
+        if unknown or not set(self.modes) <= {"ntp", "sbd"}:
+            raise SystemExit(f"error: --decoders must be among {DECODERS} and --modes among ntp, sbd")
+        if self.warmup < 1 or self.repeats < 1 or min(self.prompt_lengths) < 2:
+            raise SystemExit("error: --warmup and --repeats must be >= 1 and every prompt length >= 2")
+        self.dtype = self.dtype or ("float32" if self.device == "cpu" else "bfloat16")
+
+
+@dataclass
+class Config:
+    """One measured configuration."""
+
+    decoder: str
+    mode: str
+    batch: int
+    gamma: float | None = None  # SBD only
+
+    @property
+    def label(self) -> str:
+        return label(self.mode, self.gamma)
+
+
+@dataclass
+class Outcome:
+    """One run: per row its tokens and NFE, and the batch forwards after the prefills."""
+
+    tokens: list[list[int]]
+    nfe: list[int]
+    forwards: int
+
+
+# ------------------------------------------------------------------------------------------------- model, prompts
+def vocab_tokenizer(size: int) -> PreTrainedTokenizerFast:
+    """A word-level tokenizer of ``size`` ids: the specials, printable characters, then ``<i>`` fillers."""
+    names = (SPECIALS + list(string.printable) + [f"<{i}>" for i in range(size)])[:size]
+    core = Tokenizer(models.WordLevel(vocab={t: i for i, t in enumerate(names)}, unk_token="?"))
+    core.pre_tokenizer, core.decoder = pre_tokenizers.Split("", "isolated"), decoders.Fuse()
     tok = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="?")
     tok.add_special_tokens({"additional_special_tokens": SPECIALS})
     tok.bos_token, tok.eos_token, tok.pad_token = SPECIALS[:3]
     return tok
 
 
-def build_model(s: dict, vocab: int) -> LlamaForCausalLM:
-    torch.manual_seed(s["seed"])
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=s["hidden"], intermediate_size=4 * s["hidden"],
-                      num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
-                      num_key_value_heads=max(1, s["heads"] // 2), max_position_embeddings=s["context"],
-                      bos_token_id=0, eos_token_id=1, pad_token_id=2)
-    model = LlamaForCausalLM(cfg).float()
+def build_model(s: Settings):
+    """``(model, tokenizer, description)``: the checkpoint, or a random model of the named shape."""
+    torch.manual_seed(s.seed)
+    if s.model is not None:
+        model, tok = checkpoint.load(s.model, s.device, s.dtype)
+        if "sbd" in s.modes and mask_token_id(model, required=False) is None:
+            raise SystemExit(f"error: {s.model} records no SBD mask token; decode it with --modes ntp")
+        return model, tok, f"checkpoint {s.model}"
+    context = max(s.prompt_lengths) + s.max_new_tokens + 2 * s.block_size + 64
+    model = random_model(s.shape, s.layers, s.device, checkpoint.torch_dtype(s.dtype), context)
     model.set_attn_implementation("sdpa")
-    return model.eval()
+    tok = vocab_tokenizer(model.get_output_embeddings().weight.shape[0])
+    setup_mask_token(tok, model)  # the reserved special token
+    if s.logit_scale != 1.0:
+        with torch.no_grad():
+            model.get_output_embeddings().weight.mul_(s.logit_scale)
+    return model, tok, f"random {s.shape}" + (f" ({s.layers} layers)" if s.layers else "")
 
 
-def settings(args) -> dict:
-    """Every benchmark setting, derived from the CLI (``--quick`` shrinks everything)."""
-    q = args.quick
-    return dict(
-        hidden=64 if q else args.hidden, layers=2 if q else args.layers, heads=4 if q else args.heads,
-        context=args.context, seed=0, block_size=BLOCK, threads=torch.get_num_threads(),
-        max_new_tokens=32 if q else args.max_new_tokens, repeats=1 if q else args.repeats,
-        prompt_lens=[8, 32] if q else [32, 256], batch_sizes=[1, 8],
-        growth_cache_lens=[32, 64, 128] if q else [128, 256, 512, 768], growth_batch_sizes=[1] if q else [1, 8],
-        train_batch=2 if q else 8, train_tokens=64 if q else 256, train_repeats=1 if q else 3,
-        eos_token_ids=[],
-    )
+def make_prompts(s: Settings, tok) -> list[list[int]]:
+    """``s.prompts`` random prompts of non-special tokens, lengths cycling through ``s.prompt_lengths``."""
+    allowed = torch.tensor(sorted(set(range(len(tok))) - set(tok.all_special_ids)))
+    gen = torch.Generator().manual_seed(s.seed)
+    return [allowed[torch.randint(len(allowed), (s.prompt_lengths[i % len(s.prompt_lengths)],), generator=gen)]
+            .tolist() for i in range(s.prompts)]
 
 
-def make_prompts(batch: int, length: int, vocab: int, seed: int) -> list[list[int]]:
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(len(SPECIALS), vocab, (batch, length), generator=g).tolist()
+# ------------------------------------------------------------------------------------------------- runners
+def solver_of(config: Config):
+    return get_solver("topk", n=1) if config.mode == "ntp" else get_solver("eb", gamma=config.gamma)
 
 
-def median_time(fn, repeats: int):
-    """Warm up once, then return (median seconds over ``repeats`` calls, last result)."""
-    out, times = fn(), []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+def decode_config(config: Config, s: Settings, engine: str, compile_: bool | None = None) -> DecodeConfig:
+    return DecodeConfig(mode=config.mode, block_size=s.block_size, max_new_tokens=s.max_new_tokens, eos_token_ids=(),
+                        batch_size=config.batch, engine=engine, compile=compile_)
 
 
-@contextlib.contextmanager
-def forward_timer(model):
-    """Wrap ``model.forward``; yields a list that collects (q_len, cache_len, t_start, t_end) for every call."""
-    calls, inner = [], model.forward
-
-    def timed(*a, **kw):
-        ids, cache = kw.get("input_ids", a[0] if a else None), kw.get("cache", kw.get("past_key_values"))
-        cached, t0 = (cache.get_seq_length() if cache is not None else 0), time.perf_counter()
-        out = inner(*a, **kw)
-        calls.append((ids.shape[1], cached, t0, time.perf_counter()))
-        return out
-
-    model.forward = timed
-    try:
-        yield calls
-    finally:
-        del model.forward
+def timed_solver(timer: PhaseTimer | None, solver):
+    if timer is None:
+        return solver
+    wrapped = timer.timed("solver", solver)
+    wrapped.rule = solver.rule  # what the decoders read off a solver
+    return wrapped
 
 
-# ------------------------------------------------------------------------------------------------- 1. throughput
-def generate_runner(model, max_new: int):
-    model.generation_config.eos_token_id = None  # a None in ``gc`` alone falls back to the model's EOS
-    gc = GenerationConfig(max_new_tokens=max_new, do_sample=False, eos_token_id=None, pad_token_id=2)
+def engine_run(model, tok, config: Config, s: Settings, timer: PhaseTimer | None = None):
+    """The engine, compiled as ``s.compile`` says; with a ``timer``, eager and with its phases timed."""
+    compile_ = False if timer is not None else s.compile
+    engine = FastDecoder(model, tok, decode_config(config, s, "fast", compile_), timed_solver(timer, solver_of(config)))
 
     def run(prompts):
-        ids = torch.tensor(prompts)
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gc)
-        new = out[:, ids.shape[1]:].tolist()
-        assert all(len(n) == max_new for n in new), "generate stopped early: EOS not disabled"
-        return new, [len(n) - 1 for n in new]  # NFE after prefill: the prefill already yields the first token
+        with engine_phases(timer) if timer is not None else contextlib.nullcontext():
+            gens = engine.generate(prompts)
+        return Outcome([g.token_ids for g in gens], [g.nfe for g in gens], engine.forwards)
 
-    return run
+    return run, engine.compile
 
 
-def decoder_runner(model, tok, mode: str, solver, max_new: int, batch: int):
-    cfg = DecodeConfig(mode=mode, block_size=BLOCK, max_new_tokens=max_new, eos_token_ids=(), batch_size=batch)
-    dec = BlockDecoder(model, tok, cfg, solver)
+def reference_run(model, tok, config: Config, s: Settings, timer: PhaseTimer | None = None):
+    """The reference decoder; its forwards are counted (a call counter, no synchronisation), one prefill per batch."""
+    decoder = BlockDecoder(model, tok, decode_config(config, s, "reference"), timed_solver(timer, solver_of(config)))
+    batches = CallCounter()
+    decoder.decode_batch = batches.wrap(decoder.decode_batch)
 
     def run(prompts):
-        gens = dec.decode_batch(prompts)
-        return [g.token_ids for g in gens], [g.nfe for g in gens]
+        start = batches.calls
+        with contextlib.ExitStack() as stack:
+            if timer is not None:
+                stack.enter_context(model_forward_phases(timer, model, lambda: batches.calls))
+            calls = stack.enter_context(counted_forwards(model))
+            gens = decoder.generate(prompts)
+        return Outcome([g.token_ids for g in gens], [g.nfe for g in gens], calls.calls - (batches.calls - start))
 
-    return run
+    return run, False
 
 
-def runners(model, tok, s: dict, batch: int) -> dict:
-    n = s["max_new_tokens"]
-    out = {"hf-generate": generate_runner(model, n),
-           "ntp": decoder_runner(model, tok, "ntp", get_solver("topk", n=1), n, batch)}
-    for name, params in SOLVERS:
-        solver = get_solver(name, **params)
-        out[f"sbd-{solver.tag}"] = decoder_runner(model, tok, "sbd", solver, n, batch)
+def generate_run(model, tok, config: Config, s: Settings, excluded, static: bool, timer: PhaseTimer | None = None):
+    """``model.generate`` greedy over chunks of ``config.batch`` left-padded prompts. With EOS off every chunk makes
+    ``max_new_tokens - 1`` forwards after its prefill (the prefill gives the first token)."""
+    model.generation_config.eos_token_id = None  # else a None in the call's config falls back to the model's EOS
+    gen_config = GenerationConfig(max_new_tokens=s.max_new_tokens, do_sample=False, eos_token_id=None,
+                                  pad_token_id=tok.pad_token_id, suppress_tokens=list(excluded) or None,
+                                  cache_implementation="static" if static else None)
+    starts = CallCounter()
+
+    def run(prompts):
+        tokens = []
+        with model_forward_phases(timer, model, lambda: starts.calls) if timer else contextlib.nullcontext():
+            for lo in range(0, len(prompts), config.batch):
+                chunk = prompts[lo: lo + config.batch]
+                width = max(len(p) for p in chunk)
+                ids = torch.tensor([[tok.pad_token_id] * (width - len(p)) + p for p in chunk], device=model.device)
+                mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=model.device)
+                starts.calls += 1
+                tokens += model.generate(ids, attention_mask=mask, generation_config=gen_config)[:, width:].tolist()
+        if any(len(t) != s.max_new_tokens for t in tokens):
+            raise RuntimeError("generate stopped early: EOS was not disabled")
+        steps = s.max_new_tokens - 1
+        return Outcome(tokens, [steps] * len(prompts), math.ceil(len(prompts) / config.batch) * steps)
+
+    compiled = static and model.device.type != "cpu"  # transformers compiles a static-cache forward off the CPU
+    return run, compiled
+
+
+def make_run(config: Config, model, tok, s: Settings, excluded, timer=None):
+    """``(run, compiled)``: the configuration's ``run(prompts) -> Outcome`` and whether its forward is compiled."""
+    if config.decoder == "engine":
+        return engine_run(model, tok, config, s, timer)
+    if config.decoder == "reference":
+        return reference_run(model, tok, config, s, timer)
+    return generate_run(model, tok, config, s, excluded, config.decoder == "generate-static", timer)
+
+
+# ------------------------------------------------------------------------------------------------- measuring
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def configs_of(s: Settings) -> list[Config]:
+    """Every configuration, batch by batch: generate (NTP only), then the reference and the engine per mode."""
+    out = []
+    for batch in s.batch:
+        out += [Config(d, "ntp", batch) for d in ("generate", "generate-static") if d in s.decoders and "ntp" in s.modes]
+        for mode in [m for m in ("ntp", "sbd") if m in s.modes]:
+            for gamma in ([None] if mode == "ntp" else s.gammas):
+                out += [Config(d, mode, batch, gamma) for d in ("reference", "engine") if d in s.decoders]
     return out
 
 
-def throughput_row(model, run, prompts, repeats: int) -> tuple[dict, list]:
-    with forward_timer(model) as log:
-        secs, (tokens, nfe) = median_time(lambda: run(prompts), repeats)
-    calls = len(log) / (repeats + 1)  # model calls per run, prefill included
-    n_tok = sum(len(t) for t in tokens)
-    mean_nfe = statistics.mean(nfe)
-    row = dict(wall_s=secs, forwards=calls, fwd_per_s=calls / secs, tok_per_s=n_tok / secs, mean_nfe=mean_nfe,
-               tok_per_fwd=n_tok / len(tokens) / mean_nfe, ms_per_fwd=1e3 * secs / calls, tokens_per_row=n_tok / len(tokens))
-    return row, tokens
+def measure(config: Config, model, tok, s: Settings, prompts, excluded) -> tuple[dict, dict]:
+    """The configuration's row (median of the timed runs, and the instrumented run's split) and its outcomes: the
+    first run's and, when instrumented, the eager instrumented run's."""
+    run, compiled = make_run(config, model, tok, s, excluded)
+    first = run(prompts)  # the first warm-up: compiles where compiled, gives the tokens and the forward count
+    for _ in range(s.warmup - 1):
+        run(prompts)
+    times = []
+    for _ in range(s.repeats):
+        sync(model.device)
+        start = time.perf_counter()
+        run(prompts)
+        sync(model.device)
+        times.append(time.perf_counter() - start)
+    wall, tokens = statistics.median(times), sum(len(t) for t in first.tokens)
+    row = {"decoder": config.decoder, "mode": config.mode, "gamma": config.gamma, "batch": config.batch,
+           "compiled": compiled, "wall_s": wall, "tok_per_s": tokens / wall, "fwd_per_s": first.forwards / wall,
+           "ms_per_fwd": 1000 * wall / first.forwards, "tok_per_fwd": tokens / sum(first.nfe),
+           "forwards": first.forwards, "tokens": tokens, "times_s": times}
+    outcomes = {"first": first}
+    if s.breakdown and (config.decoder == "engine" or not compiled):  # a compiled generate has no phases to time
+        timer = PhaseTimer(model.device)
+        instrumented, _ = make_run(config, model, tok, s, excluded, timer)
+        sync(model.device)
+        start = time.perf_counter()
+        outcomes["instrumented"] = instrumented(prompts)
+        sync(model.device)
+        row.update(timer.split(time.perf_counter() - start, outcomes["instrumented"].forwards))
+    return row, outcomes
 
 
-def bench_throughput(model, tok, s: dict, vocab: int) -> tuple[list, bool]:
-    rows, ntp_matches = [], True
-    for batch in s["batch_sizes"]:
-        for plen in s["prompt_lens"]:
-            prompts = make_prompts(batch, plen, vocab, seed=plen)
-            tokens = {}
-            for mode, run in runners(model, tok, s, batch).items():
-                row, tokens[mode] = throughput_row(model, run, prompts, s["repeats"])
-                rows.append(dict(mode=mode, batch=batch, prompt_len=plen, **row))
-            ntp_matches &= tokens["ntp"] == tokens["hf-generate"]
-    return rows, ntp_matches
-
-
-# ------------------------------------------------------------------------------------------------- 2. growth
-@torch.no_grad()
-def bare_forward_ms(model, batch: int, cache_len: int, q: int, vocab: int, repeats: int = 10) -> float:
-    """Median ms of a plain causal forward of ``q`` tokens on a DynamicCache holding ``cache_len`` tokens."""
-    ids = torch.tensor(make_prompts(batch, cache_len + q, vocab, seed=cache_len))
-    cache = DynamicCache(config=model.config)
-    model(input_ids=ids[:, :cache_len], cache=cache, use_cache=True, logits_to_keep=1)
-    pos = torch.arange(cache_len, cache_len + q)[None].expand(batch, -1)
-
-    def step():
-        model(input_ids=ids[:, cache_len:], position_ids=pos, cache=cache, use_cache=True, logits_to_keep=q)
-        cache.crop(-q)
-
-    return 1e3 * median_time(step, repeats)[0]
-
-
-def decoder_steps(model, tok, batch: int, max_new: int, vocab: int, prompt_len: int) -> list[tuple]:
-    """(q_len, cache_len, ms inside model, ms of the whole step) for every SBD forward after the prefill."""
-    cfg = DecodeConfig(mode="sbd", block_size=BLOCK, max_new_tokens=max_new, eos_token_ids=(), batch_size=batch)
-    dec = BlockDecoder(model, tok, cfg, get_solver("eb", gamma=0.0))
-    prompts = make_prompts(batch, prompt_len, vocab, seed=1)
-    BlockDecoder(model, tok, dataclasses.replace(cfg, max_new_tokens=2 * BLOCK),
-                 get_solver("eb", gamma=0.0)).decode_batch(prompts)  # short warm-up
-    with forward_timer(model) as c:
-        dec.decode_batch(prompts)
-    return [(q, n, 1e3 * (t1 - t0), 1e3 * (t1 - c[i - 1][3])) for i, (q, n, t0, t1) in enumerate(c) if i > 0]
-
-
-def bench_growth(model, tok, s: dict, vocab: int) -> list:
-    rows, prompt_len = [], BLOCK
-    for batch in s["growth_batch_sizes"]:
-        steps = decoder_steps(model, tok, batch, max(s["growth_cache_lens"]) + 2 * BLOCK, vocab, prompt_len)
-        for length in s["growth_cache_lens"]:
-            sel = [(m, t) for q, n, m, t in steps if q == BLOCK and abs(n - length) <= BLOCK]
-            model_ms, step_ms = (statistics.median(x) for x in zip(*sel))
-            bare = bare_forward_ms(model, batch, length, BLOCK, vocab)
-            rows.append(dict(batch=batch, cache_len=length, n_forwards=len(sel), bare_ms=bare, model_ms=model_ms,
-                             step_ms=step_ms, overhead_ms=step_ms - model_ms, overhead_frac=1 - model_ms / step_ms,
-                             step_over_bare=step_ms / bare))
-    return rows
-
-
-# ------------------------------------------------------------------------------------------------- 3. training
-def train_step_ms(model, objective: str, s: dict, vocab: int, mask_id: int) -> float:
-    g = torch.Generator().manual_seed(s["seed"])
-    seq = torch.randint(len(SPECIALS), vocab, (s["train_batch"], s["train_tokens"] + 1), generator=g)
-    batch = build_batch(seq, objective, mask_id, block_size=BLOCK, generator=g)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    model.train()
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        compute_loss(model, batch).loss.backward()
-        opt.step()
-
-    secs = median_time(step, s["train_repeats"])[0]
-    model.eval()
-    return 1e3 * secs
-
-
-def bench_train(model, s: dict, vocab: int, mask_id: int) -> dict:
-    ms = {obj: train_step_ms(model, obj, s, vocab, mask_id) for obj in ("ntp", "sbd")}
-    toks = s["train_batch"] * s["train_tokens"]
-    out = {f"{obj}_ms_per_step": v for obj, v in ms.items()}
-    out.update({f"{obj}_tok_per_s": 1e3 * toks / v for obj, v in ms.items()})
-    return dict(batch=s["train_batch"], tokens=s["train_tokens"], sbd_over_ntp=ms["sbd"] / ms["ntp"], **out)
-
-
-# ------------------------------------------------------------------------------------------------- output
-def table(title: str, rows: list, cols: list) -> None:
-    print(f"\n== {title}")
-    print(" ".join(f"{c:>13}" for c in cols))
-    for r in rows:
-        print(" ".join(f"{r[c]:>13.3f}" if isinstance(r[c], float) else f"{r[c]!s:>13}" for c in cols))
-
-
-def rounded(obj):
-    """Floats to 4 decimals for the JSON document."""
-    if isinstance(obj, (dict, list)):
-        return {k: rounded(v) for k, v in obj.items()} if isinstance(obj, dict) else [rounded(v) for v in obj]
-    return round(obj, 4) if isinstance(obj, float) else obj
-
-
-def main() -> None:
+# ------------------------------------------------------------------------------------------------- main
+def parse(argv=None) -> tuple[Settings, str | None]:
+    d = Settings()
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    for flag, default in (("--hidden", 256), ("--layers", 4), ("--heads", 8), ("--context", 1024),
-                          ("--max-new-tokens", 128), ("--repeats", 3), ("--threads", 0)):
-        p.add_argument(flag, type=int, default=default, help="0: all CPUs" if flag == "--threads" else None)
-    p.add_argument("--quick", action="store_true", help="small sizes: a smoke run of < 30 s")
-    p.add_argument("--json", help="also write the JSON document to this path")
-    args = p.parse_args()
-    torch.set_num_threads(args.threads or os.cpu_count())
-    s = settings(args)
-    load0 = os.getloadavg()[0]
-    tok = char_tokenizer()
-    vocab = len(tok)
-    model = build_model(s, vocab)
-    mask_id = setup_mask_token(tok, model)
-    params = sum(x.numel() for x in model.parameters())
-    print(f"random LlamaForCausalLM: {params / 1e6:.2f}M params, hidden {s['hidden']}, {s['layers']} layers, "
-          f"{s['heads']} heads, vocab {vocab}, fp32, CPU, {s['threads']} threads")
-    print(f"EOS disabled (eos_token_ids=()): every run generates exactly {s['max_new_tokens']} tokens per row; "
-          "random logits set the solvers' NFE (not comparable with a trained model)")
-    tput, ntp_matches = bench_throughput(model, tok, s, vocab)
-    table(f"1. decoding throughput (median of {s['repeats']} after 1 warm-up; forwards include the prefill, NFE excludes it)",
-          tput, ["mode", "batch", "prompt_len", "fwd_per_s", "tok_per_s", "mean_nfe", "tok_per_fwd", "ms_per_fwd"])
-    print(f"NTP decoder tokens == HF generate greedy tokens: {ntp_matches}")
-    growth = bench_growth(model, tok, s, vocab)
-    table("2. per-forward cost vs cache length (SBD eb-g0, q=16 forwards; overhead = step - time inside model.forward)",
-          growth, ["batch", "cache_len", "bare_ms", "model_ms", "step_ms", "overhead_ms", "overhead_frac", "step_over_bare"])
-    train = bench_train(model, s, vocab, mask_id)
-    table("3. training step (fwd+bwd+AdamW)", [train], list(train))
-    doc = dict(benchmark="bench_decode", settings={**s, "params": params, "vocab": vocab},
-               env=dict(torch=torch.__version__, transformers=transformers.__version__, python=platform.python_version(),
-                        cpu_count=os.cpu_count(), load_avg_start=load0, load_avg_end=os.getloadavg()[0]),
-               throughput=tput, ntp_matches_generate=ntp_matches, growth=growth, train=train)
-    if load0 > 0.5 * os.cpu_count():
-        print(f"NOTE: 1-min load average {load0:.1f} on {os.cpu_count()} CPUs before the start: other processes "
-              "share the cores, timings are noisy (oversubscribed threads can be 10x slower; try --threads 1)")
-    text = json.dumps(rounded(doc))
-    if args.json:
-        with open(args.json, "w") as f:
+    p.add_argument("--shape", default=d.shape, help="a named shape with random weights (sbd_core.roofline.MODELS)")
+    p.add_argument("--model", default=d.model, help="a checkpoint folder instead of --shape")
+    p.add_argument("--layers", type=int, default=d.layers, help="with --shape: this many layers")
+    p.add_argument("--device", default=d.device)
+    p.add_argument("--dtype", default=d.dtype, help="default: float32 on the CPU, bfloat16 on an accelerator")
+    p.add_argument("--batch", type=int, nargs="+", default=list(d.batch))
+    p.add_argument("--prompts", type=int, default=d.prompts)
+    p.add_argument("--prompt-lengths", type=int, nargs="+", default=list(d.prompt_lengths))
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
+    p.add_argument("--block-size", type=int, default=d.block_size)
+    p.add_argument("--gamma", type=float, nargs="+", default=list(d.gammas), help="EB's gamma (inf: whole blocks)")
+    p.add_argument("--decoders", nargs="+", default=list(d.decoders), choices=DECODERS)
+    p.add_argument("--modes", nargs="+", default=list(d.modes), choices=("ntp", "sbd"))
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=d.compile,
+                   help="compile the engine's step (default: on GPUs only)")
+    p.add_argument("--warmup", type=int, default=d.warmup)
+    p.add_argument("--repeats", type=int, default=d.repeats)
+    p.add_argument("--no-breakdown", action="store_true", help="skip the instrumented run of each configuration")
+    p.add_argument("--logit-scale", type=float, default=d.logit_scale)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--threads", type=int, default=d.threads, help="0: all CPUs")
+    p.add_argument("--json", help="also write the JSON document to this file")
+    a = p.parse_args(argv)
+    settings = Settings(shape=a.shape, model=a.model, layers=a.layers, device=a.device, dtype=a.dtype,
+                        batch=tuple(a.batch), prompts=a.prompts, prompt_lengths=tuple(a.prompt_lengths),
+                        max_new_tokens=a.max_new_tokens, block_size=a.block_size, gammas=tuple(a.gamma),
+                        decoders=tuple(a.decoders), modes=tuple(a.modes), compile=a.compile, warmup=a.warmup,
+                        repeats=a.repeats, breakdown=not a.no_breakdown, logit_scale=a.logit_scale, seed=a.seed,
+                        threads=a.threads)
+    return settings, a.json
+
+
+def main(argv=None) -> None:
+    s, json_path = parse(argv)
+    torch.set_num_threads(s.threads or os.cpu_count())
+    load_start = os.getloadavg()[0]
+    model, tok, what = build_model(s)
+    device = model.device
+    prompts = make_prompts(s, tok)
+    excluded = never_generated_ids(model, tok, frozenset())
+    params = sum(p.numel() for p in model.parameters())
+    print(f"{what}: {type(model).__name__}, {params / 1e6:.1f}M parameters, {s.dtype}, {device_name(s.device)}, "
+          f"{torch.get_num_threads()} threads; {len(prompts)} prompts of {sorted(set(map(len, prompts)))} tokens, "
+          f"{s.max_new_tokens} new tokens each (EOS off), blocks of {s.block_size}", flush=True)
+    results = {}
+    for config in configs_of(s):
+        row, outcomes = measure(config, model, tok, s, prompts, excluded)
+        results[config.decoder, config.mode, config.gamma, config.batch] = (row, outcomes)
+        print(f"  {config.decoder} {config.label} batch {config.batch}: {row['tok_per_s']:.1f} tok/s, "
+              f"{row['ms_per_fwd']:.2f} ms/fwd", flush=True)
+    rows = [row for row, _ in results.values()]
+    print_rows(rows)
+    checks, found = token_checks(results), ratios(rows)
+    print_summary(checks, found)
+    load_end = os.getloadavg()[0]
+    cpus = os.cpu_count()
+    print(f"load average (1 min) {load_start:.1f} at the start, {load_end:.1f} at the end, on {cpus} CPUs"
+          + ("; other processes shared the cores: timings are noisy" if max(load_start, load_end) > 0.5 * cpus else ""))
+    doc = {"benchmark": "bench_decode", "settings": dataclasses.asdict(s), "command": sys.argv,
+           "model": {"source": what, "class": type(model).__name__, "params": params, "vocab": len(tok)},
+           "env": {"torch": torch.__version__, "transformers": transformers.__version__,
+                   "python": platform.python_version(), "device": device_name(s.device), "cpu_count": cpus,
+                   "threads": torch.get_num_threads(), "load_avg_start": load_start, "load_avg_end": load_end},
+           "rows": rows, "checks": checks, "ratios": found}
+    text = json.dumps(jsonable(doc))
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as f:
             f.write(text + "\n")
     print(text)
 

@@ -177,6 +177,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--warmup", type=int, default=3)
     s.add_argument("--repeats", type=int, default=20)
     s.add_argument("--compile", action="store_true", help="time the step compiled with torch.compile")
+    s.add_argument("--budget-s", type=float, default=None,
+                   help="start no row after this many seconds; the file keeps the rows measured (complete: false)")
     s.add_argument("--out", type=Path, required=True, help="the time(k) JSON file")
     return p
 
@@ -242,7 +244,7 @@ def _run(args: argparse.Namespace) -> None:
     elif args.stage == "timing":
         result = timing.run_timing(args.out, args.model, args.shape, args.layers, args.device, args.dtype, args.batch,
                                    args.width, args.block_size, args.kv_len, args.warmup, args.repeats, args.compile,
-                                   progress)
+                                   progress, args.budget_s)
         print(json.dumps(result))
 
 

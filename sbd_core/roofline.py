@@ -123,6 +123,9 @@ MODELS = {
     # Qwen/Qwen3-8B(-Base) config.json.
     "qwen-3-8b": ModelShape("qwen-3-8b", hidden=4096, intermediate=12288, layers=36, heads=32, kv_heads=8,
                             head_dim=128, vocab=151936),
+    # The embedded default's model (config/config.yaml, models.tiny-llama): CPU runs of timing and the benchmarks.
+    "tiny-llama": ModelShape("tiny-llama", hidden=96, intermediate=256, layers=3, heads=4, kv_heads=2, head_dim=24,
+                             vocab=512),
 }
 
 DEVICES = {

@@ -101,12 +101,16 @@ def steps_for(widths, block_sizes) -> list[tuple[str, int]]:
 def run_timing(out: Path, model_dir: Path | None = None, shape: str | None = None, layers: int | None = None,
                device: str = "cpu", dtype: str = "float32", batches=(1,), widths=DEFAULT_WIDTHS, block_sizes=(),
                kv_lens=(128,), warmup: int = 3, repeats: int = 20, compile_step: bool = False,
-               progress: bool = True) -> dict:
-    """Measure every (step, batch, kv_len) and write the time(k) file; returns its contents."""
+               progress: bool = True, budget_s: float | None = None) -> dict:
+    """Measure every (step, batch, kv_len) and write the time(k) file; returns its contents. With ``budget_s``, no
+    row but the first starts after that many seconds of measuring (a compiled row can take tens of seconds): the file
+    then holds the rows measured so far, in plan order, with ``complete: false`` and the number left ``unmeasured``."""
     if (model_dir is None) == (shape is None):
         raise UserError("give exactly one of --model CHECKPOINT or --shape NAME")
     if warmup < 0 or repeats < 1:
         raise UserError(f"--warmup must be >= 0 and --repeats >= 1, got {warmup} and {repeats}")
+    if budget_s is not None and budget_s <= 0:
+        raise UserError(f"--budget-s must be > 0, got {budget_s}")
     with user_input("--dtype"):
         torch_dtype = checkpoint.torch_dtype(dtype)
     context = max(kv_lens) + 2 * max([*widths, *block_sizes]) + 2 * SPAN_STEP
@@ -116,8 +120,10 @@ def run_timing(out: Path, model_dir: Path | None = None, shape: str | None = Non
     else:
         model, name, source = random_model(shape, layers, device, torch_dtype, context), shape, "random weights"
     plan = [(step, w, b, n) for step, w in steps_for(widths, block_sizes) for b in batches for n in kv_lens]
-    rows = []
+    rows, start = [], time.perf_counter()
     for i, (step, width, batch, kv_len) in enumerate(plan, 1):
+        if rows and budget_s is not None and time.perf_counter() - start > budget_s:
+            break  # the first row always runs
         rows.append(time_step(model, step, width, batch, kv_len, warmup, repeats, compile_step))
         if progress:
             print(f"timing {i}/{len(plan)}: {step} width {width} batch {batch} kv {kv_len}: "
@@ -129,7 +135,8 @@ def run_timing(out: Path, model_dir: Path | None = None, shape: str | None = Non
                         "shape": {"hidden": config.hidden_size, "layers": config.num_hidden_layers,
                                   "heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads,
                                   "intermediate": config.intermediate_size, "vocab": config.vocab_size}},
-              "threads": torch.get_num_threads(), "rows": rows}
+              "threads": torch.get_num_threads(), "complete": len(rows) == len(plan),
+              "unmeasured": len(plan) - len(rows), "rows": rows}
     write_json_atomic({**result, "provenance": provenance("timing", {"out": str(out)})}, out)
     return result
 

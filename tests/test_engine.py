@@ -148,3 +148,18 @@ def test_unsupported_models_and_settings_are_named_errors(tokenizer):
         FastDecoder(gpt2, tokenizer, DecodeConfig(mode="ntp", max_new_tokens=4)).generate(["hi"])
     with pytest.raises(ValueError, match="engine must be one of"):
         DecodeConfig(engine="turbo")
+
+
+@pytest.mark.parametrize("mode", ["ntp", "sbd"])
+def test_the_engine_counts_its_batch_forwards(sbd_model, tokenizer, mode):
+    ids = ids_of(tokenizer)
+    counts = {}
+    for slots in (1, 3):
+        config = DecodeConfig(mode=mode, block_size=4, max_new_tokens=9, eos_token_ids=(), batch_size=slots)
+        engine = FastDecoder(sbd_model, tokenizer, config, get_solver("eb", gamma=0.5))
+        gens = engine.generate(ids)
+        counts[slots] = engine.forwards, [g.nfe for g in gens]
+    forwards, nfe = counts[1]
+    assert forwards == sum(nfe)  # one row at a time: every forward is one row's
+    forwards, nfe = counts[3]
+    assert max(nfe) <= forwards and sum(nfe) / 3 <= forwards < sum(nfe)  # shared forwards, at most 3 rows in each

@@ -1,14 +1,18 @@
-"""GPU checks (skipped without CUDA): FlexAttention training with backward, and the decoder on the GPU against the slow
-CPU reference along its own path (see oracles.py: no comparison of near-tied choices between devices)."""
+"""GPU checks (skipped without CUDA): FlexAttention training with backward, and the decoder and the fast engine on the
+GPU against the slow CPU reference along their own paths (see oracles.py: no comparison of near-tied choices between
+devices); the engine eager and compiled (CUDA graphs), its compiled path against its eager one and against
+``generate`` only where no decision is near-tied."""
 
 import copy
 
 import pytest
 import torch
+from torch._dynamo.utils import counters
 
 from conftest import tiny_model
-from oracles import RecordingSolver, check_sbd_path
+from oracles import TIE_BOUND, RecordingSolver, check_engine_path, check_sbd_path, decisions_are_stable, top2_gap
 from sbd_core.decode import BlockDecoder, DecodeConfig
+from sbd_core.engine import FastDecoder
 from sbd_core.mask_token import setup_mask_token
 from sbd_core.masking import build_batch
 from sbd_core.objective import compute_loss
@@ -39,3 +43,70 @@ def test_decoder_on_gpu_follows_cpu_reference(tokenizer):
     gens = BlockDecoder(copy.deepcopy(model).cuda(), tokenizer, config, recorder).decode_batch(ids)
     assert recorder.calls and all(g.num_tokens == 24 for g in gens)
     check_sbd_path(model, ids, gens, recorder.calls, 8, 24, eos=(), excluded=(2, 3))
+
+
+ENGINE_PROMPTS = ["gpu check", "a second, longer prompt", "x", "four more", "mid size"]
+PAD, MASK = 2, 3
+
+
+def sbd_model(tokenizer, kind: str = "llama", logit_scale: float = 1.0):
+    """A tiny SBD model on the CPU (the reference's); ``logit_scale`` > 1 gives its decisions margins."""
+    model = tiny_model(kind, len(tokenizer) + (8 if kind == "qwen3" else 0))
+    setup_mask_token(tokenizer, model)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(logit_scale)
+    return model
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen3"])
+def test_engine_on_gpu_follows_the_cpu_reference_along_its_own_path(tokenizer, kind):
+    model = sbd_model(tokenizer, kind)
+    ids = [tokenizer(p)["input_ids"] for p in ENGINE_PROMPTS]
+    recorder = RecordingSolver(get_solver("eb", gamma=0.5))
+    config = DecodeConfig(block_size=4, max_new_tokens=13, eos_token_ids=(), batch_size=2, compile=False)
+    gens = FastDecoder(copy.deepcopy(model).cuda(), tokenizer, config, recorder).generate(ids)
+    assert recorder.calls and all(g.num_tokens == 13 for g in gens)
+    check_engine_path(model, ids, gens, recorder.calls, 2, 4, 13, eos=(), excluded=(PAD, MASK))
+
+
+@pytest.fixture
+def fresh_compiler():
+    """A clean torch.compile state and counters; CUDA graphs that would be skipped raise instead (a skipped graph
+    would run the step eagerly and silently)."""
+    torch._dynamo.reset()
+    counters.clear()
+    with torch._inductor.config.patch({"triton.cudagraph_or_error": True}):
+        yield
+    torch._dynamo.reset()
+
+
+def test_compiled_engine_on_gpu_decides_as_its_checked_eager_path(tokenizer, fresh_compiler):
+    model = sbd_model(tokenizer, logit_scale=12.0)
+    gpu, ids, solver = copy.deepcopy(model).cuda(), [tokenizer(p)["input_ids"] for p in ENGINE_PROMPTS], \
+        get_solver("eb", gamma=0.5)
+    recorder = RecordingSolver(solver)
+    config = DecodeConfig(block_size=4, max_new_tokens=13, eos_token_ids=(), batch_size=2, compile=False)
+    eager = FastDecoder(gpu, tokenizer, config, recorder).generate(ids)
+    check_engine_path(model, ids, eager, recorder.calls, 2, 4, 13, eos=(), excluded=(PAD, MASK))
+    assert decisions_are_stable(solver, recorder.calls), "a near-tied decision: no fair comparison"
+    engine = FastDecoder(gpu, tokenizer, DecodeConfig(block_size=4, max_new_tokens=13, eos_token_ids=(),
+                                                      batch_size=2, compile=True), solver)
+    compiled = engine.generate(ids)
+    assert engine.compile and counters["stats"]["unique_graphs"] >= 2 and not counters["graph_break"]
+    for ours, ref in zip(compiled, eager):
+        assert (ours.token_ids, ours.nfe, ours.stop_reason) == (ref.token_ids, ref.nfe, ref.stop_reason)
+
+
+def test_compiled_engine_on_gpu_gives_generates_tokens_in_ntp_mode(tokenizer, fresh_compiler):
+    model = sbd_model(tokenizer, logit_scale=12.0).cuda()
+    ids, max_new = [tokenizer(p)["input_ids"] for p in ENGINE_PROMPTS], 12
+    config = DecodeConfig(mode="ntp", max_new_tokens=max_new, eos_token_ids=(), batch_size=2)  # compile: default
+    engine = FastDecoder(model, tokenizer, config)
+    gens = engine.generate(ids)
+    assert engine.compile and counters["stats"]["unique_graphs"] >= 1 and not counters["graph_break"]
+    for prompt, gen in zip(ids, gens):
+        out = model.generate(torch.tensor([prompt], device="cuda"), max_new_tokens=max_new, do_sample=False,
+                             eos_token_id=None, pad_token_id=PAD, suppress_tokens=[PAD, MASK], output_scores=True,
+                             return_dict_in_generate=True)
+        assert min(top2_gap(score[0]) for score in out.scores) >= TIE_BOUND, "a near tie: no fair comparison"
+        assert gen.token_ids == out.sequences[0, len(prompt):].tolist() and gen.nfe == max_new

@@ -10,6 +10,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+import yaml
 
 from sbd_core import roofline as rf
 from sbd_core.cli import main
@@ -171,6 +172,12 @@ def test_the_tie_allowance_is_narrow_and_no_shipped_cell_needs_it():
 ])
 def test_real_presets_are_the_published_config_json_shapes(name, config):
     assert rf.ModelShape.from_hf_config(name, config) == rf.MODELS[name]
+
+
+def test_the_tiny_shape_is_the_embedded_defaults_model():
+    spec = yaml.safe_load((Path(__file__).parent.parent / "config" / "config.yaml").read_text())["models"]["tiny-llama"]
+    assert rf.ModelShape.from_hf_config("tiny-llama", {**spec["arch"], "vocab_size": spec["vocab_size"]}) == \
+        rf.MODELS["tiny-llama"]
 
 
 def test_a_combination_that_does_not_exist_is_refused():

@@ -60,3 +60,15 @@ def test_bad_requests_are_one_line_errors(tmp_path, capsys):
     assert main(["timing", "--shape", "no-such-model", "--out", str(tmp_path / "t.json")]) == 1
     assert "unknown model shape 'no-such-model'" in capsys.readouterr().err
     assert not (tmp_path / "t.json").exists()
+
+
+def test_a_budget_keeps_the_rows_measured_before_it_ran_out(tmp_path, tiny_shape):
+    from sbd_core.timing import run_timing
+
+    out = tmp_path / "timing.json"
+    result = run_timing(out, shape=tiny_shape, widths=(1, 2, 4), kv_lens=(16,), warmup=0, repeats=1,
+                        progress=False, budget_s=1e-9)  # spent before the second row
+    assert len(result["rows"]) == 1 and not result["complete"] and result["unmeasured"] == 2
+    assert roofline.load_timing(out).grids[1] == {1: {16: pytest.approx(result["rows"][0]["median_ms"] / 1000)}}
+    full = run_timing(out, shape=tiny_shape, widths=(1, 2), kv_lens=(16,), warmup=0, repeats=1, progress=False)
+    assert full["complete"] and full["unmeasured"] == 0 and len(full["rows"]) == 2

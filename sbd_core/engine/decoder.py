@@ -55,6 +55,7 @@ class FastDecoder:
         sampling = getattr(getattr(self.solver, "rule", None), "temperature", 0) > 0
         self.compile = (model.device.type == "cuda" and not sampling) if compile_ is None else compile_
         self.cache: CachedForward | None = None  # the last generate call's cache
+        self.forwards = 0  # the last generate call's batch forwards (prefills not counted): what a benchmark divides by
 
     # ------------------------------------------------------------------------------------------------ public API
     @torch.no_grad()
@@ -70,7 +71,10 @@ class FastDecoder:
         forward = self.cache = CachedForward(self.model, slots, max_len)  # kept, as the reference keeps its cache
         state = Slots(slots, self.block_size, capacity, self.mode, self.mask_id, self.eos_table, self.stop_table,
                       self.excluded_ids, self.solver, self.model.device)
-        return _Run(self, forward, state, ids, rooms, progress).loop()
+        run = _Run(self, forward, state, ids, rooms, progress)
+        results = run.loop()
+        self.forwards = run.forwards
+        return results
 
     def _room(self, prompt_len: int) -> int:
         room = self.config.max_new_tokens
@@ -111,7 +115,7 @@ class _Run:
         self.results = [None] * len(ids)
         self.stop_strings = engine.config.stop_strings
         self.bar = tqdm(total=len(ids), disable=not progress, desc=f"decode[{engine.mode}, fast]", unit="prob")
-        self.nfe_total = self.tok_total = 0
+        self.nfe_total = self.tok_total = self.forwards = 0
         self.step = compiled_step(state, forward) if engine.compile else state.step
 
     def loop(self):
@@ -120,6 +124,7 @@ class _Run:
         while any(r is not None for r in self.row_of):
             span = key_span(need, self.forward.max_len, self.engine.compile)
             packed = self.step(self.forward, span, width).tolist()  # the one host read of the forward
+            self.forwards += 1
             size = len(STATUS)
             freed = self._collect([packed[i: i + size] for i in range(0, self.state.n * size, size)])
             if freed:
