@@ -28,7 +28,13 @@ DEFINITIONS = (
     "measure. **Wall speedup** = decode wall time of the NTP arm / the row's, on the same problems with the same batch "
     "size and hardware (model loading excluded; on the CPU each decode job runs alone on the machine): what the NFE "
     "reduction buys on the hardware of this run. Mean speedups are arithmetic means over benchmarks, as the paper's "
-    "Speedup column. Machine-readable: [summary.csv](summary.csv) (one row per run, sampler parameters as columns), "
+    "Speedup column. **Peers** (NTP / HF generate, NTP / prompt lookup (k)): training-free decoding of the NTP arm "
+    "with Hugging Face `generate`, greedy, to show what SBD buys over a free speedup; their NFE counts every forward "
+    "of `generate` (its first also prefills the prompt), so HF generate costs the NTP arm's NFE for the same tokens; "
+    "a prompt-lookup forward verifies up to k draft tokens copied from the text, and its tokens per forward are 1 + "
+    "the drafts accepted per forward. Prompt lookup decodes one problem at a time (transformers supports batch 1 "
+    "only; `batch_size` 1 in summary.csv), so its wall speedup sets batch 1 against the NTP arm's batch. "
+    "Machine-readable: [summary.csv](summary.csv) (one row per run, sampler parameters as columns), "
     "[table1.csv](table1.csv)."
 )
 

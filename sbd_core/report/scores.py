@@ -26,10 +26,14 @@ REQUIRED_KEYS = ("model", "objective", "sampler", "benchmark", "accuracy", "n_pr
 KEY_COLUMNS = ["model", "objective", "sampler", "benchmark"]
 #: Columns of ``summarize`` output, in order (then one column per sampler parameter, then metric_* columns).
 SUMMARY_COLUMNS = [
-    "model", "objective", "sampler", "family", "benchmark", "accuracy", "nfe_speedup", "wall_speedup",
+    "model", "objective", "sampler", "label", "mode", "family", "benchmark", "accuracy", "nfe_speedup", "wall_speedup",
     "tokens_per_forward", "mean_tokens_per_forward", "mean_nfe", "total_nfe", "total_tokens", "wall_time_s",
     "n_problems", "block_size", "batch_size", "solver", "departures",
 ]
+
+
+#: A reader's name for each fine-tuning arm (the ``label`` column: "<arm> / <sampler>").
+OBJECTIVE_LABELS = {"ntp": "NTP", "sbd": "SBD", "sbd_no_ntp_grad": "SBD without NTP gradient (ablation)"}
 
 
 class ScoreFileError(UserError):
@@ -89,11 +93,21 @@ def departures_text(recipe: dict | None) -> str:
     return "; ".join(f"{k}={v}" for k, v in sorted(departures.items()))
 
 
+def run_label(objective: str, sampler: str, spec: dict) -> str:
+    """``"<arm> / <sampler>"`` in words: ``NTP / HF generate``, ``SBD / EB γ=0.1``, ``NTP / prompt lookup (10)``."""
+    from ..samplers import sampler_label
+
+    return f"{OBJECTIVE_LABELS.get(objective, objective)} / {sampler_label({**spec, 'tag': sampler})}"
+
+
 def _score_row(path: Path, data: dict) -> dict:
-    """Flatten one validated score dict into a DataFrame row."""
+    """Flatten one validated score dict into a DataFrame row (``mode``: sbd for block solvers, ntp, or hf for the
+    training-free peers; a spec of an older run without one says ntp for NTP decoding, else sbd)."""
     spec = data["sampler_spec"]
     row = {key: data[key] for key in KEY_COLUMNS}
     row.update(
+        label=run_label(data["objective"], data["sampler"], spec),
+        mode=spec.get("mode") or ("ntp" if spec["solver"] == "ntp" else "sbd"),
         accuracy=float(data["accuracy"]), n_problems=int(data["n_problems"]), total_nfe=int(data["total_nfe"]),
         total_tokens=int(data["total_tokens"]), mean_nfe=data["total_nfe"] / max(data["n_problems"], 1),
         tokens_per_forward=data["total_tokens"] / data["total_nfe"],

@@ -23,7 +23,8 @@ PAPER_BENCHMARKS = [
 
 @functools.lru_cache(maxsize=1)
 def family_order() -> tuple[str, ...]:
-    """Solver families in the sampler registry's order (NTP first, EB by proxy); tables and legends follow it."""
+    """Solver families in the sampler registry's order (NTP first, EB by proxy, the peers last); tables and legends
+    follow it."""
     from ..samplers import describe_samplers, sampler_spec
     from ..solvers import PROXIES
 
@@ -64,7 +65,8 @@ def _family_rank(family: str) -> tuple:
 
 
 def _arm_rank(objective: str, sampler: str) -> tuple:
-    """NTP arm first, then each other arm's NTP decoding, then its block samplers (arms in their config order)."""
+    """NTP arm first (its peers follow by family), then each other arm's NTP decoding, then its block samplers (arms
+    in their config order)."""
     return (0, "", 0) if objective == "ntp" else (1, objective, 0 if sampler == "ntp" else 1)
 
 
@@ -77,19 +79,22 @@ def table1(summary: pd.DataFrame) -> pd.DataFrame:
     """Table-1 style view: rows (model, objective, sampler), one 'acc (NFE speedup, wall speedup)' column per benchmark,
     and the arithmetic means of the row's per-benchmark speedups (the paper's Speedup column is the NFE one).
 
-    Rows: per model, the NTP arm first, then each other arm decoded in NTP mode, then by solver family and speedup.
+    Rows: per model, the NTP arm first (NTP decoding, then the training-free peers), then each other arm decoded in
+    NTP mode, then by solver family and speedup; ``label`` names each row in words (``NTP / HF generate``).
     """
     benchmarks = benchmark_order(summary["benchmark"].unique())
     rows = []
     for (model, objective, sampler), grp in summary.groupby(["model", "objective", "sampler"], sort=False):
         by = grp.set_index("benchmark")
-        row = {"model": model, "objective": objective, "sampler": sampler, "family": grp["family"].iloc[0],
+        row = {"model": model, "objective": objective, "sampler": sampler, "label": grp["label"].iloc[0],
+               "family": grp["family"].iloc[0],
                "mean NFE speedup": _mean(by["nfe_speedup"]), "mean wall speedup": _mean(by["wall_speedup"])}
         for bench in benchmarks:
             row[bench] = (format_cell(by.at[bench, "accuracy"], by.at[bench, "nfe_speedup"], by.at[bench, "wall_speedup"])
                           if bench in by.index else DASH)
         rows.append(row)
-    columns = ["model", "objective", "sampler", "family", "mean NFE speedup", "mean wall speedup"] + benchmarks
+    columns = ["model", "objective", "sampler", "label", "family", "mean NFE speedup", "mean wall speedup"]
+    columns += benchmarks
     table = pd.DataFrame(rows, columns=columns)
     order = sorted(range(len(table)), key=lambda i: (
         table.at[i, "model"], _arm_rank(table.at[i, "objective"], table.at[i, "sampler"]),
