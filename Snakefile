@@ -1,4 +1,5 @@
-# Set Block Decoding reproduction: data -> base -> finetune (objectives) -> decode (samplers) -> score -> report.
+# Set Block Decoding reproduction: data -> base -> finetune (objectives) -> decode (samplers) -> score -> report;
+# likelihood (Table 2: each arm on lm-eval's likelihood tasks) -> report.
 #   snakemake --cores all                                   the embedded default (config/config.yaml): offline, CPU
 #   snakemake --configfile config/paper.yaml --profile workflow/profiles/slurm     paper scale
 # A --configfile REPLACES the default config: a profile means exactly what its file says (nothing is merged from
@@ -27,10 +28,13 @@ include: "workflow/rules/base.smk"
 include: "workflow/rules/finetune.smk"
 include: "workflow/rules/decode.smk"
 include: "workflow/rules/score.smk"
+include: "workflow/rules/timing.smk"
+include: "workflow/rules/likelihood.smk"
 include: "workflow/rules/report.smk"
 
 
 rule all:
     input:
         REPORT_FILES,
+        TABLE2_FILES,
     default_target: True

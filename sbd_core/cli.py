@@ -95,6 +95,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--processes", type=int, default=1, help="processes per node (one per GPU)")
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--checkpoints", type=Path, required=True)
+    s.add_argument("--exports", type=_json, default=None,
+                   help='the model after some steps as folders of their own, e.g. {"1500": "models/m/sbd-step1500"}')
 
     s = sub.add_parser("benchmark", help="a benchmark's test problems: download, local file or generation")
     s.add_argument("--name", required=True, help="a registered benchmark (sbd_core.benchmarks.BENCHMARKS)")
@@ -123,11 +125,28 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--names", type=_json, default=None, help='{"model": .., "objective": .., "sampler": ..}')
     s.add_argument("--work-dir", type=Path, default=None, help="scratch folder of the scorer (default: a temporary one)")
 
+    s = sub.add_parser("likelihood-data", help="a likelihood task's data: hub snapshot, local copy or generated MC")
+    s.add_argument("--task", required=True, help="a likelihood task (sbd_core.likelihood.TASKS)")
+    s.add_argument("--settings", type=_json, default=None, help="its config section, e.g. '{\"data\": \"DIR\"}'")
+    s.add_argument("--out", type=Path, required=True, help="folder for dataset/ and provenance.json")
+
+    s = sub.add_parser("likelihood", help="score one model on a likelihood task (lm-eval, NTP log-likelihoods)")
+    s.add_argument("--model", type=Path, required=True)
+    s.add_argument("--task", required=True, help="a likelihood task (sbd_core.likelihood.TASKS)")
+    s.add_argument("--settings", type=_json, default=None, help="its config section")
+    s.add_argument("--data", type=Path, required=True, help="the likelihood-data stage's folder")
+    s.add_argument("--runtime", type=_json, default={})
+    s.add_argument("--names", type=_json, default=None, help='{"model": .., "objective": ..}')
+    s.add_argument("--out", type=Path, required=True, help="JSON score file")
+
     s = sub.add_parser("report", help="tables and figures from score files")
     s.add_argument("--scores", type=Path, nargs="+", required=True)
+    s.add_argument("--likelihood", type=Path, nargs="*", default=[], help="the likelihood stage's scores (Table 2)")
     s.add_argument("--paper-table", type=Path, default=report.DEFAULT_PAPER_TABLE)
     s.add_argument("--paper-bases", type=_json, default=None,
                    help='which of our models stand for which row of the paper, e.g. {"llama-3.1-8b": "Llama-3.1 8B"}')
+    s.add_argument("--timing", type=Path, nargs="*", default=[],
+                   help="time(k) files of the timing stage (<model>.json): eq. 16 predictions beside the measurement")
     s.add_argument("--out", type=Path, required=True)
 
     s = sub.add_parser("roofline", help="the paper's roofline (Tables 3-4, eq. 16): analytic, or from a time(k) file")
@@ -198,7 +217,7 @@ def _run(args: argparse.Namespace) -> None:
         with user_input("--nodes/--processes"):
             layout = LaunchSettings(nodes=args.nodes, processes_per_node=args.processes)
         pipeline.run_finetune(args.base, args.data, args.objective, args.spec, args.out, args.checkpoints,
-                              args.runtime, layout, args.threads)
+                              args.runtime, layout, args.threads, args.exports)
     elif args.stage == "benchmark":
         pipeline.run_benchmark(args.name, args.settings, args.out)
     elif args.stage == "decode":
@@ -208,8 +227,13 @@ def _run(args: argparse.Namespace) -> None:
     elif args.stage == "score":
         pipeline.run_score(args.benchmark, args.generations, args.out, args.data, args.settings, args.names,
                            args.work_dir)
+    elif args.stage == "likelihood-data":
+        pipeline.run_likelihood_data(args.task, args.settings, args.out)
+    elif args.stage == "likelihood":
+        runtime = from_section(RuntimeSettings, args.runtime, "runtime")
+        pipeline.run_likelihood(args.model, args.task, args.settings, args.data, args.out, runtime, args.names)
     elif args.stage == "report":
-        pipeline.run_report(args.scores, args.out, args.paper_table, args.paper_bases)
+        pipeline.run_report(args.scores, args.out, args.paper_table, args.paper_bases, args.timing, args.likelihood)
     elif args.stage == "roofline":
         text = roofline.run_table(args.table, args.out, args.preset, args.model, args.device, args.dtype,
                                   args.measured, args.batch, args.kv_len, args.block_size)

@@ -13,7 +13,9 @@ Request keys: ``base`` (checkpoint folder), ``data`` (a built training mix: :fun
 pack stage's output), ``objective`` ("sbd" | "ntp"), ``train``
 (:class:`sbd_core.train.TrainConfig` keys), ``out``, ``checkpoints``; optional ``allow_resize`` (mask token),
 ``device`` ("cuda" | "cpu"), ``threads`` (torch CPU threads per process), ``stop_after_steps`` (train up to that step,
-checkpoint and exit: for time-limited jobs), ``extra_files`` ({name: JSON} written into the output, e.g. provenance).
+checkpoint and exit: for time-limited jobs), ``extra_files`` ({name: JSON} written into the output, e.g. provenance),
+``exports`` ({step: folder}: the model after that many steps, saved like the final one; kept in the resume state
+until the run finishes, then moved to its folder).
 
     python -m sbd_core.launch --request req.json --processes 8 [--nodes 2 --rdzv-endpoint host:29500]
 """
@@ -29,11 +31,11 @@ import shutil
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 REQUIRED = ("base", "data", "objective", "train", "out", "checkpoints")
-OPTIONAL = ("allow_resize", "device", "threads", "stop_after_steps", "extra_files")
+OPTIONAL = ("allow_resize", "device", "threads", "stop_after_steps", "extra_files", "exports")
 RDZV_PORT = 29500
 log = logging.getLogger("sbd_core")
 
@@ -74,7 +76,10 @@ def check_request(request: dict) -> dict:
     bad = sorted(set(request["train"]) - allowed)
     if bad:
         raise ValueError(f"unknown training setting(s) {bad}; allowed: {sorted(allowed)}")
-    TrainConfig(objective=request["objective"], **request["train"])
+    config = TrainConfig(objective=request["objective"], **request["train"])
+    bad = [k for k in request.get("exports", {}) if not str(k).isdigit() or not 1 <= int(k) < config.max_steps]
+    if bad:
+        raise ValueError(f"fine-tune request: exports at steps {bad}; each must be an integer in [1, max_steps)")
     return request
 
 
@@ -161,17 +166,48 @@ def worker(request: dict) -> dict:
     setup_mask_token(tokenizer, model, allow_resize=request.get("allow_resize", False))
     checkpoints = Path(request["checkpoints"])
     log_path = checkpoints / "train_log.jsonl"
+    dtype = base_dtype if base_dtype in checkpoint.DTYPES else "float32"
+    exports = {int(step): Path(out) for step, out in request.get("exports", {}).items()}
+
+    def save(out: Path, state, summary: dict) -> None:
+        extra = {**request.get("extra_files", {}), "train_summary.json": summary}
+        checkpoint.save(model, tokenizer, out, extra, copy_files={"train_log.jsonl": log_path}, state_dict=state,
+                        dtype=dtype)
+
+    def export(step: int) -> None:  # every process gathers; the main one writes into the resume state
+        state = distributed.full_state_dict(model, runtime)
+        if runtime.is_main:
+            save(_staged_export(checkpoints, step), state, {"steps": step, "max_steps": config.max_steps,
+                                                              "config": asdict(config)})
+        distributed.barrier(runtime)
+
     summary = train(model, tokenizer, rows, config, checkpoints, log_path, progress=runtime.is_main,
-                    runtime=runtime, stop_at=request.get("stop_after_steps"))
+                    runtime=runtime, stop_at=request.get("stop_after_steps"), export_steps=set(exports), export=export)
     state = distributed.full_state_dict(model, runtime) if summary["finished"] else None  # all processes gather
     if summary["finished"] and runtime.is_main:
-        extra = {**request.get("extra_files", {}), "train_summary.json": summary}
-        dtype = base_dtype if base_dtype in checkpoint.DTYPES else "float32"
-        checkpoint.save(model, tokenizer, request["out"], extra, copy_files={"train_log.jsonl": log_path},
-                        state_dict=state, dtype=dtype)
+        missing = [step for step in exports if not (_staged_export(checkpoints, step) / "config.json").is_file()]
+        if missing:
+            raise RuntimeError(f"exports at steps {missing} are missing from {checkpoints}; delete that folder and "
+                               "rerun the fine-tune")
+        save(Path(request["out"]), state, summary)
+        for step, out in exports.items():
+            _move_dir(_staged_export(checkpoints, step), out)
         shutil.rmtree(checkpoints)  # the finished model replaces the resume state
     distributed.barrier(runtime)
     return summary
+
+
+def _staged_export(checkpoints: Path, step: int) -> Path:
+    """Where the model after ``step`` steps waits, inside the resume state, until the run finishes."""
+    return checkpoints / "exports" / f"step-{step}"
+
+
+def _move_dir(source: Path, target: Path) -> None:
+    """Move a finished folder into place (replacing an old one)."""
+    if target.exists():
+        shutil.rmtree(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(source, target)
 
 
 def main(argv=None) -> int:

@@ -95,3 +95,30 @@ class DecodeTiming:
         if self.timing_repeats < 1 or self.latency_problems < 0:
             raise UserError(f"decode.timing_repeats must be >= 1 and decode.latency_problems >= 0, got "
                             f"{self.timing_repeats} and {self.latency_problems}")
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    """The ``timing`` stage: time(k) of the fast engine on the run's own hardware (``python -m sbd_core timing``),
+    which the report's eq. 16 predictions read. ``batches`` empty: 1 and the decode batch size; ``widths``: tokens
+    per row (1: the NTP step), the decode block size and its 2k re-feed are always added; ``kv_lens``: cached tokens
+    (they must span the runs' mean cache lengths, or the report leaves those predictions empty)."""
+
+    enabled: bool = True
+    batches: tuple[int, ...] = ()
+    widths: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    kv_lens: tuple[int, ...] = (64, 256, 1024)
+    warmup: int = 3
+    repeats: int = 20
+
+    def __post_init__(self):
+        for name in ("batches", "widths", "kv_lens"):
+            values = tuple(getattr(self, name))
+            low = 0 if name == "kv_lens" else 1
+            if any(isinstance(v, bool) or not isinstance(v, int) or v < low for v in values):
+                raise UserError(f"timing.{name} must be integers >= {low}, got {list(values)}")
+            object.__setattr__(self, name, values)
+        if not self.kv_lens or not self.widths:
+            raise UserError("timing.widths and timing.kv_lens need at least one value each")
+        if self.warmup < 0 or self.repeats < 1:
+            raise UserError(f"timing.warmup must be >= 0 and timing.repeats >= 1, got {self.warmup}, {self.repeats}")

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import ClassVar
 
 import torch
@@ -86,29 +87,47 @@ def param(default, check):
 
 
 # ------------------------------------------------------------------------------------------- statistics
-@dataclass(frozen=True)
 class BlockStats:
-    """Per-position float32 statistics [B,k] of p = softmax(logits); zero-probability terms add 0 to the entropy."""
+    """Per-position float32 statistics [B,k] of p = softmax(logits), each computed when first asked for (a rule
+    reads only what its proxy and count need); zero-probability terms add 0 to the entropy."""
 
-    entropy: torch.Tensor
-    confidence: torch.Tensor  # max_v p(v)
-    margin: torch.Tensor  # p(top1) - p(top2)
+    def __init__(self, logits: torch.Tensor):
+        self.logits = logits
 
     @classmethod
     def of(cls, logits: torch.Tensor) -> "BlockStats":
-        logp = torch.log_softmax(logits.float(), dim=-1)
+        return cls(logits)
+
+    @cached_property
+    def _logp(self) -> torch.Tensor:
+        return torch.log_softmax(self.logits.float(), dim=-1)
+
+    @cached_property
+    def entropy(self) -> torch.Tensor:
+        logp = self._logp
         p = logp.exp()
-        ent = (-torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(-1)).clamp_min(0.0)
-        top = p.topk(min(2, p.shape[-1]), dim=-1).values
-        second = top[..., 1] if top.shape[-1] > 1 else torch.zeros_like(top[..., 0])
-        return cls(ent, top[..., 0], top[..., 0] - second)
+        return (-torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(-1)).clamp_min(0.0)
+
+    @cached_property
+    def _top2(self) -> torch.Tensor:
+        return self._logp.exp().topk(min(2, self.logits.shape[-1]), dim=-1).values
+
+    @cached_property
+    def confidence(self) -> torch.Tensor:  # max_v p(v)
+        return self._top2[..., 0]
+
+    @cached_property
+    def margin(self) -> torch.Tensor:  # p(top1) - p(top2)
+        top = self._top2
+        return top[..., 0] - (top[..., 1] if top.shape[-1] > 1 else torch.zeros_like(top[..., 0]))
 
     def error(self, proxy: str) -> torch.Tensor:
         """The ascending sort key of ``proxy``; ``position`` (left to right) needs no statistic."""
         if proxy == "position":
-            k = self.entropy.shape[1]
-            return torch.arange(k, device=self.entropy.device, dtype=torch.float32).expand_as(self.entropy)
-        return {"entropy": self.entropy, "confidence": -self.confidence, "margin": -self.margin}[proxy]
+            k = self.logits.shape[1]
+            return torch.arange(k, device=self.logits.device, dtype=torch.float32).expand(self.logits.shape[:2])
+        return {"entropy": lambda: self.entropy, "confidence": lambda: -self.confidence,
+                "margin": lambda: -self.margin}[proxy]()
 
 
 def _leading_true(ok: torch.Tensor) -> torch.Tensor:

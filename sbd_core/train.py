@@ -25,6 +25,7 @@ import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable, Collection
 
 import torch
 
@@ -344,10 +345,13 @@ def _resume(checkpoint_dir: Path, model, optimizer, scheduler, log_path: Path, r
 
 
 def train(model, tokenizer, rows, config: TrainConfig, checkpoint_dir: Path, log_path: Path, progress: bool = True,
-          callbacks: list | None = None, runtime: distributed.Runtime | None = None, stop_at: int | None = None) -> dict:
+          callbacks: list | None = None, runtime: distributed.Runtime | None = None, stop_at: int | None = None,
+          export_steps: Collection[int] = (), export: Callable[[int], None] | None = None) -> dict:
     """Train ``model`` in place on tokenized ``rows`` (a sequence of dicts, see :func:`pad_rows`); resume from the newest
     checkpoint in ``checkpoint_dir`` if any. ``callbacks``: callables ``cb(step, record_or_None)`` after every step.
     ``stop_at``: stop after this step with a checkpoint (a time-limited job); the next call resumes from it.
+    ``export(step)`` runs on every process after each step of ``export_steps``, before that step's checkpoint, so a
+    resumed run never skips an export (it keeps the model of that step: :func:`sbd_core.launch.worker`).
 
     Returns a summary with the final logged losses. Under several processes every process calls this; the caller saves
     the model (:func:`sbd_core.distributed.full_state_dict`, :mod:`sbd_core.checkpoint`).
@@ -376,6 +380,8 @@ def train(model, tokenizer, rows, config: TrainConfig, checkpoint_dir: Path, log
                 with open(log_path, "a") as f:
                     f.write(json.dumps(record) + "\n")
                 bar.set_postfix(loss=f"{record['loss']:.3f}")
+        if export is not None and done in export_steps:
+            export(done)
         if (done % config.save_steps == 0 or done == last) and done < config.max_steps:
             state = {"step": done, "world_size": runtime.world_size, "scheduler": scheduler.state_dict()}
             distributed.save_checkpoint(checkpoint_dir, done, model, optimizer, state, runtime, config.save_total_limit)

@@ -258,7 +258,7 @@ CASES = {
                                                                              lambda s: s.update(accuracy=93.5))), 1,
                                      ["{bad}/s.json", "accuracy", "93.5"]),
     "report/duplicate-runs": (lambda g, b, o: report(g, o, g["score"], copy(g["score"], b / "again.json")), 1,
-                              ["duplicate (model, objective, sampler, benchmark)", "{bad}/again.json"]),
+                              ["duplicate (model, objective, train_seed, train_steps, sampler, benchmark)", "{bad}/again.json"]),
     "report/paper-table-without-columns": (lambda g, b, o: report(g, o, paper_table=text_file(b, "t.csv", "a\n1\n")),
                                            1, ["{bad}/t.csv", "missing column(s)"]),
     "report/paper-base-not-in-the-table": (lambda g, b, o: report(g, o, paper_bases='{"m": "Llama-3.1 70B"}'), 1,

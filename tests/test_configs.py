@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sbd_core.pipeline.arms import plan_arms, trained_arms
 from sbd_core.samplers import expand_samplers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,16 +34,25 @@ def planned(workdir: Path, *args) -> dict[str, set[str]]:
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     values: dict[str, set[str]] = {}
     for line in re.findall(r"^\s*wildcards: (.*)$", out.stdout, re.M):
-        for pair in line.split(", "):
-            key, value = pair.split("=", 1)
+        job = dict(pair.split("=", 1) for pair in line.split(", "))
+        for key, value in job.items():
             values.setdefault(key, set()).add(value)
+        if "likelihood_task" in job and "arm" in job:  # a likelihood job: which arm on which task
+            arm = f"{job['model']}/{job['arm']}/{job['likelihood_task']}"
+            values.setdefault("likelihood_job", set()).add(arm)
     return values
 
 
 def expected(config: dict) -> dict[str, set[str]]:
-    return {"source": {s["name"] for s in config["data"]["sources"]}, "model": set(config["models"]),
-            "objective": set(config["finetune"]["objectives"]),
-            "benchmark": set(config["benchmarks"]), "sampler": set(expand_samplers(config["decode"]["samplers"]))}
+    planned = {"source": {s["name"] for s in config["data"]["sources"]}, "model": set(config["models"]),
+               "arm": set(plan_arms(config["finetune"])),
+               "benchmark": set(config["benchmarks"]), "sampler": set(expand_samplers(config["decode"]["samplers"]))}
+    likelihood = set(config.get("likelihood", {}).get("tasks", {}))
+    if not likelihood:
+        return planned
+    trained = set(trained_arms(plan_arms(config["finetune"])))
+    jobs = {f"{m}/{a}/{t}" for m in planned["model"] for a in trained for t in likelihood}
+    return {**planned, "likelihood_task": likelihood, "likelihood_job": jobs}  # every trained arm on every task
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
@@ -54,6 +64,35 @@ def test_dry_run_plans_only_what_the_config_says(tmp_path, path):
 def test_default_run_uses_config_yaml(tmp_path):
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     assert planned(tmp_path) == expected(config)
+
+
+def test_seeds_and_training_budgets_are_wildcards_of_the_dag(tmp_path):
+    """finetune.seeds and finetune.eval_at_steps: one fine-tune per (objective, seed), each keeping its step-2 model;
+    every model decoded with its objective's samplers and scored with its seed and budget."""
+    config = yaml.safe_load((ROOT / "tests" / "smoke.yaml").read_text())
+    config["finetune"].update(seeds=[0, 1], eval_at_steps=[2])
+    path = tmp_path / "seeds.yaml"
+    path.write_text(yaml.safe_dump(config))
+    arms = {"ntp", "sbd", "ntp-step2", "sbd-step2", "ntp-s1", "sbd-s1", "ntp-s1-step2", "sbd-s1-step2"}
+    assert planned(tmp_path, "--configfile", str(path))["arm"] == arms
+    out = snakemake(tmp_path, "-n", "-p", "--configfile", str(path))
+    planned_jobs = jobs(out.stdout)
+    counts = {rule: sum(j["rule"] == rule for j in planned_jobs) for rule in ("finetune", "decode", "score")}
+    assert counts == {"finetune": 4, "decode": 24, "score": 24}  # 2 seeds x 2 budgets x (1 + 2 samplers) x 2 tasks
+    finetunes = {re.search(r"--out \S+/(\S+) ", j["command"]).group(1): j["command"] for j in planned_jobs
+                 if j["rule"] == "finetune"}
+    assert set(finetunes) == {"ntp", "sbd", "ntp-s1", "sbd-s1"}
+    assert '"seed": 1' in finetunes["sbd-s1"] and '"seed"' not in finetunes["sbd"]  # seed 0: the unseeded job
+    assert '--exports \'{"2": "results/smoke/models/tiny-llama/sbd-s1-step2"}\'' in finetunes["sbd-s1"]
+    scores = [j["command"] for j in planned_jobs
+              if j["rule"] == "score" and "/sbd-s1-step2/topk-4/math" in j["command"]]
+    assert len(scores) == 1 and '"train_seed": 1, "train_steps": 2' in scores[0]
+
+
+def test_the_ablation_arm_gets_its_likelihood_jobs(tmp_path):
+    values = planned(tmp_path, "--config", "finetune={objectives: [ntp, sbd, sbd_no_ntp_grad]}")
+    assert {f"tiny-llama/{arm}/{task}" for arm in ("ntp", "sbd", "sbd_no_ntp_grad")
+            for task in ("math_mc", "code_mc")} == values["likelihood_job"]
 
 
 def test_workflow_lints_clean(tmp_path):
@@ -139,3 +178,23 @@ def test_downloads_run_on_the_submitting_node(tmp_path):
     calls = (tmp_path / "calls.log").read_text() if (tmp_path / "calls.log").exists() else ""
     assert "sbatch" not in calls
     assert "download it on a connected machine" in (tmp_path / "results/paper-8b/logs/base/qwen-3-8b.log").read_text()
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
+def test_timing_stage_measures_each_model_once_and_feeds_the_report(tmp_path, path):
+    """One time(k) job per model (its SBD arm's checkpoint, the decode block size and its batch sizes), on the whole
+    machine like a decode job, and the report reads every time(k) file."""
+    config = yaml.safe_load(path.read_text())
+    out = snakemake(tmp_path, "-n", "-p", "--configfile", str(path), "--cores", "2")
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    planned_jobs = jobs(out.stdout)
+    timing = [j["command"] for j in planned_jobs if j["rule"] == "timing"]
+    assert sorted(re.search(r"--out \S+/timing/(\S+)\.json", c).group(1) for c in timing) == sorted(config["models"])
+    block = config["decode"].get("block_size", 16)
+    batch = config["decode"].get("batch_size", 8)
+    for command in timing:
+        assert f"--block-size {block} " in command and "/sbd " in command + " "
+        assert f"--batch {' '.join(str(b) for b in sorted({1, batch}))} " in command
+    report = next(j["command"] for j in planned_jobs if j["rule"] == "report")
+    for model in config["models"]:
+        assert f"/timing/{model}.json" in report

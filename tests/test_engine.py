@@ -22,7 +22,7 @@ SOLVERS = [("eb", {"gamma": 0.5}), ("eb", {"gamma": 0.3, "proxy": "confidence"})
            ("factor", {"f": 1.0}), ("topk", {"n": 2}), ("left_to_right", {"n": 1})]
 
 
-def peaked_model(kind, tokenizer, attn="sdpa", scale=25.0):
+def peaked_model(kind, tokenizer, attn="sdpa", scale=12.0):
     """A tiny SBD model whose output layer is scaled up: its distributions are peaked, so its decisions have margins
     (checked by :func:`decisions_are_stable` before any comparison of two code paths)."""
     model = tiny_model(kind, len(tokenizer) + (8 if kind == "qwen3" else 0), attn=attn)

@@ -123,7 +123,8 @@ def test_write_report_files(score_paths, tmp_path):
     written = write_report(score_paths, out)
     names = {p.name for p in written}
     expected = {"summary.csv", "table1.csv", "table1.md", "table1.tex", "paper_table1.md", "paper_table1.tex",
-                "speedup_math.png", "speedup_math.pdf", "speedup_code.png", "speedup_code.pdf", "report.md"}
+                "speedup_math.png", "speedup_math.pdf", "speedup_code.png", "speedup_code.pdf", "report.md",
+                "figure5.png", "figure5.pdf"}  # the SBD arm sweeps EB (entropy proxy): Figure 5
     assert names == expected
     for name in expected:
         assert (out / name).stat().st_size > 0, name

@@ -1,10 +1,17 @@
 """Tests for the synthetic tasks (sbd_core.tasks) and the BPE tokenizer (sbd_core.tokenizer)."""
 
+import hashlib
+import math
+import os
 import re
 import statistics
+import subprocess
+import sys
+from collections import Counter
 
 import pytest
 
+from sbd_core.benchmarks import ID_KEY, get_benchmark
 from sbd_core.tasks import TASKS, code_task, get_task, math_task, training_texts
 from sbd_core.tokenizer import (BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, RESERVED_TOKENS, SPECIAL_TOKENS,
                                 build_tokenizer, load_tokenizer, save_tokenizer)
@@ -15,7 +22,7 @@ EVALPLUS_FIELDS = {"task_id", "prompt", "canonical_solution", "entry_point", "ba
 
 @pytest.fixture(scope="module")
 def problems():
-    """A few hundred problems per task and split (code test/valid hold ~240 each)."""
+    """A few hundred problems per task and split."""
     return {(name, split): get_task(name).make_problems(split, n, seed=0)
             for name in TASKS for split, n in (("train", 400), ("valid", 200), ("test", 200))}
 
@@ -25,6 +32,10 @@ def tokenizer(problems):
     """Tokenizer trained on the train-split texts of both tasks."""
     return build_tokenizer([get_task(n).prompt_text(p) + get_task(n).target_text(p)
                             for (n, split), ps in problems.items() if split == "train" for p in ps])
+
+
+def by_id(problems, texts):
+    return {p[ID_KEY]: t for p, t in zip(problems, texts)}
 
 
 def _full(name, problem):
@@ -54,10 +65,61 @@ def test_math_splits_disjoint_by_computation(problems):
     assert not ops("test") & (ops("train") | ops("valid"))
 
 
-def test_code_whole_splits_disjoint():
-    prompts = {s: {p["prompt"] for p in code_task.make_problems(s, code_task.capacity(s), 0)} for s in code_task.SPLITS}
-    assert not prompts["test"] & (prompts["train"] | prompts["valid"]) and not prompts["train"] & prompts["valid"]
-    assert min(len(v) for v in prompts.values()) >= 200
+def test_code_capacities_hold_a_1000_problem_test_set():
+    sizes = {s: code_task.capacity(s) for s in code_task.SPLITS}
+    assert sizes == {s: sum(code_task.capacities(s).values()) for s in code_task.SPLITS}
+    grid = sum(math.prod(len(values) for _, values in f.grid) for f in code_task.FAMILIES)
+    assert sum(sizes.values()) == grid  # every signature in exactly one split
+    assert sizes["test"] >= 1500 and sizes["valid"] >= 1500  # 1,000 held-out problems are a part of the split
+    assert 0.08 < sizes["test"] / grid < 0.12 and 0.76 < sizes["train"] / grid < 0.84  # the 80/10/10 hash split
+    assert sum(size for name, size in code_task.capacities("train").items() if name not in _INTEGER_FAMILIES) == 262
+    assert set(code_task.capacities("train")) == {f.name for f in code_task.FAMILIES}
+
+
+_INTEGER_FAMILIES = {f.name for f in code_task.FAMILIES if f.arg == "x"}
+# sha256 of the sorted prompt + body texts of the list and string problems in the 1,200-problem train set (seed 0), as
+# the generator of the 200-problem default (commit 41c74e9) drew them
+_LIST_AND_STRING_TRAIN_AT_41C74E9 = "856ebaed0bb8afc0425f33aacb048ce17b9f1bae9cf446bc6f831925a26394bc"
+
+
+def test_code_recipe_train_set_keeps_the_mix_of_the_200_problem_default():
+    """The recipe's 1,200 train problems: every list and string problem of the train split (262, the same prompts as
+    with the 24 families) and 938 integer ones spread over the 16 integer families."""
+    train = code_task.make_problems("train", 1200, seed=0)
+    counts = Counter(p["entry_point"] in _INTEGER_FAMILIES for p in train)
+    assert counts == {True: 938, False: 262} and len(_INTEGER_FAMILIES) == 16
+    texts = sorted(_full("code", p) for p in train if p["entry_point"] not in _INTEGER_FAMILIES)
+    assert hashlib.sha256("".join(texts).encode()).hexdigest() == _LIST_AND_STRING_TRAIN_AT_41C74E9
+
+
+def _signature_of(problem):
+    """The problem's signature recovered from its prompt (entry point and docstring constants), not from the
+    generator's pools."""
+    return code_task.signature(problem["entry_point"], _consts_of(problem))
+
+
+def test_code_splits_disjoint_by_signature():
+    """The whole test split against valid problems and the recipe's train set (1,200 problems) of two seeds."""
+    held_out = [_signature_of(p) for p in code_task.make_problems("test", code_task.capacity("test"), 0)]
+    valid = {_signature_of(p) for p in code_task.make_problems("valid", 500, 0)}
+    trained = {_signature_of(p) for seed in (0, 1) for p in code_task.make_problems("train", 1200, seed)}
+    assert len(set(held_out)) == len(held_out) == code_task.capacity("test")
+    assert not set(held_out) & (valid | trained) and not valid & trained
+    assert {code_task.split_of(k) for k in held_out} == {"test"}
+    assert {code_task.split_of(k) for k in trained} == {"train"}
+    # the hash (and salt) of the 200-problem default: its held-out problems stay held out
+    assert code_task.split_of("times_plus:a=2,b=19") == "test" and code_task.split_of("times_plus:a=3,b=7") == "train"
+
+
+@pytest.mark.parametrize("split,n", [("test", 1000), ("train", 1200)])  # the default's test set and train set
+def test_code_draw_is_round_robin_over_families(split, n):
+    """Every family gets the same count (+-1) until its pool runs out: the draw's mix follows the pools."""
+    pools = code_task.capacities(split)
+    counts = Counter(p["entry_point"] for p in code_task.make_problems(split, n, seed=0))
+    assert sum(counts.values()) == n and set(counts) == {name for name, size in pools.items() if size}
+    level = min(counts[name] for name in counts if counts[name] < pools[name])  # families not run out
+    assert all(counts[name] in (level, level + 1) or counts[name] == pools[name] <= level for name in counts)
+    assert level >= 50 and {f.name for f in code_task.FAMILIES if counts[f.name] >= level} == _INTEGER_FAMILIES
 
 
 # ---------------------------------------------------------------- math
@@ -100,6 +162,18 @@ def test_math_capacity_covers_every_computation_once():
     assert len({repr(p["_ops"]) for p in test}) == sizes["test"]
 
 
+def test_math_1000_test_problems_alternate_until_the_subtractions_run_out():
+    """The test split holds 1,226 computations, 405 of them subtractions: 1,000 problems alternate the kinds while
+    both last (810), then take additions, and so hold every held-out subtraction."""
+    assert math_task.capacity("test") >= 1000
+    everything = math_task.make_problems("test", math_task.capacity("test"), seed=0)
+    n_sub = sum(p["_kind"] == "sub" for p in everything)
+    for seed in (0, 1):
+        kinds = [p["_kind"] for p in math_task.make_problems("test", 1000, seed)]
+        assert kinds.count("sub") == n_sub and all(a != b for a, b in zip(kinds[:2 * n_sub - 1], kinds[1:2 * n_sub]))
+        assert set(kinds[2 * n_sub:]) == {"add"}
+
+
 def test_math_format_and_examples():
     assert math_task.add_steps(47, 38) == "47+38: 7+8=15, 4+3+1=8. So 85."
     assert math_task.sub_steps(305, 47) == "305-47: 15-7=8, 10-1-4=5, 3-1-0=2. So 258."
@@ -117,11 +191,18 @@ def test_extract_answer():
 
 # ---------------------------------------------------------------- code
 
-_REFERENCE = {  # entry point -> f(constants in docstring order, arg)
+_REFERENCE = {  # entry point -> f(constants in docstring order, arg), written independently of the generator
     "times_plus": lambda c, x: x * c[0] + c[1], "times_minus": lambda c, x: x * c[0] - c[1],
     "plus_times": lambda c, x: (x + c[0]) * c[1], "minus_times": lambda c, x: (x - c[0]) * c[1],
     "mod_plus": lambda c, x: x % c[0] + c[1], "even_or_plus": lambda c, x: c[0] if x % 2 == 0 else x + c[1],
     "min_times": lambda c, x: min(x * c[0], c[1]), "max_plus": lambda c, x: max(x, c[0]) + c[1],
+    "div_plus": lambda c, x: math.floor(x / c[0]) + c[1],  # exact: |x| <= 10**9
+    "mod_minus": lambda c, x: (x - c[0] * math.floor(x / c[0])) - c[1],
+    "from_times": lambda c, x: c[0] * c[1] - x * c[1], "times_from": lambda c, x: c[0] - c[1] * x,
+    "max_times": lambda c, x: x * c[0] if x * c[0] > c[1] else c[1],
+    "min_plus": lambda c, x: (x if x < c[0] else c[0]) + c[1],
+    "odd_or_times": lambda c, x: c[0] if x % 2 else x * c[1],
+    "even_plus_or_times": lambda c, x: x * c[1] if x % 2 else x + c[0],
     "sum_greater": lambda c, xs: sum(v for v in xs if v > c[0]),
     "count_less": lambda c, xs: len([v for v in xs if v < c[0]]),
     "count_multiples": lambda c, xs: len([v for v in xs if v % c[0] == 0]),
@@ -133,6 +214,11 @@ _REFERENCE = {  # entry point -> f(constants in docstring order, arg)
     "replace_char": lambda c, s: "".join(c[1] if ch == c[0] else ch for ch in s),
     "count_char": lambda c, s: len([ch for ch in s if ch == c[0]]), "len_plus": lambda c, s: len(s) + c[0],
 }
+_FAMILIES_BEFORE_1000 = {  # the 24 families of the 200-problem default; the rest came with the 1,000-problem test sets
+    "times_plus", "times_minus", "plus_times", "minus_times", "mod_plus", "even_or_plus", "min_times", "max_plus",
+    "sum_greater", "count_less", "count_multiples", "max_plus_c", "min_times_c", "sum_times", "add_each",
+    "keep_greater", "repeat", "add_prefix", "add_suffix", "first_chars", "last_chars", "replace_char", "count_char",
+    "len_plus"}
 
 
 def _doc_constants(prompt):
@@ -147,7 +233,7 @@ def test_code_canonical_solutions_pass(problems):
         for i, p in enumerate(problems[("code", split)]):
             assert set(p) == EVALPLUS_FIELDS and p["task_id"] == f"HumanEval/{i}"
             assert p["atol"] == 0 and p["contract"] == ""
-            assert 3 <= len(p["base_input"]) <= 5 and 5 <= len(p["plus_input"]) <= 10
+            assert 3 <= len(p["base_input"]) <= 5 and 5 <= len(p["plus_input"]) <= 16
             body = p["canonical_solution"]
             assert body.endswith("\n") and 1 <= body.count("\n") <= 3
             assert all(line.startswith("    ") for line in body.splitlines())
@@ -160,7 +246,92 @@ def test_code_canonical_solutions_pass(problems):
             assert eval(call, scope) == eval(want)  # the docstring example is right
             assert all(str(c) in body for c in consts)  # the body copies the docstring's constants
             entry_points.add(p["entry_point"])
-    assert entry_points == set(_REFERENCE)
+    assert entry_points == set(_REFERENCE) == {f.name for f in code_task.FAMILIES} > _FAMILIES_BEFORE_1000
+
+
+def test_code_plus_inputs_sit_at_the_constants(problems):
+    """x and list problems have inputs at each integer constant k and k +- 1 (plus inputs, where a base input is not
+    one already; one list holds them all)."""
+    for p in problems[("code", "test")]:
+        fam = next(f for f in code_task.FAMILIES if f.name == p["entry_point"])
+        near = {k + d for k in _doc_constants(p["prompt"]) if isinstance(k, int) for d in (-1, 0, 1)}
+        values = {args[0] for args in p["base_input"] + p["plus_input"]} if fam.arg == "x" else set()
+        if fam.arg == "xs":
+            values = next(set(args[0]) for args in p["plus_input"] if near <= set(args[0]))
+        assert fam.arg == "s" or near <= values, p["prompt"]
+
+
+def _body_with(fam, consts):
+    return "".join(f"    {line}\n" for line in fam.body.format(**consts).split("\n"))
+
+
+def test_code_inputs_tell_a_constant_from_its_neighbours(problems):
+    """A body with one integer constant moved by 1 (in the family's grid) fails some base or plus input of nearly
+    every problem: the inputs check the constants, not just the operation."""
+    checked = passed = 0
+    for p in problems[("code", "test")] + problems[("code", "valid")]:
+        fam = next(f for f in code_task.FAMILIES if f.name == p["entry_point"])
+        consts, grid = _consts_of(p), dict(fam.grid)
+        inputs = p["base_input"] + p["plus_input"]
+        outputs = lambda body: [repr(fn(*args)) for fn in [_run(p["prompt"] + body, p["entry_point"])]  # noqa: E731
+                                for args in inputs]
+        want = outputs(p["canonical_solution"])
+        for key, value in consts.items():
+            for moved in (value - 1, value + 1) if isinstance(value, int) else ():
+                if moved in grid[key]:
+                    checked += 1
+                    passed += outputs(_body_with(fam, {**consts, key: moved})) == want
+    assert checked > 400 and passed <= 0.01 * checked, (passed, checked)
+
+
+def _run(program, entry_point):
+    scope = {}
+    exec(program, scope)
+    return scope[entry_point]
+
+
+def _one_constant_moved(problem):
+    """(family, constants) with the first (integer) constant moved by 1 within the family's grid."""
+    fam = next(f for f in code_task.FAMILIES if f.name == problem["entry_point"])
+    consts = _consts_of(problem)
+    key, value = next(iter(consts.items()))
+    return fam, {**consts, key: value + 1 if value + 1 in dict(fam.grid)[key] else value - 1}
+
+
+def test_new_families_pass_the_code_scorer(tmp_path):
+    """The canonical solution of one held-out problem per family added for the 1,000-problem test set passes its own
+    base and plus inputs through the code scorer as the DAG scores it (prompt + completion); the same family's body
+    with a constant moved by 1 fails."""
+    bench = get_benchmark("code")
+    first = {}
+    for p in code_task.make_problems("test", 400, seed=0):
+        first.setdefault(p["entry_point"], p)
+    sample = [first[name] for name in sorted(set(first) - _FAMILIES_BEFORE_1000)]
+    problems = bench.problems(sample, "generated")
+    assert len(problems) == 8
+    settings = bench.settings({"parallel": 2, "timeout_s": 300})
+    right = bench.score(problems, by_id(problems, [p["canonical_solution"] for p in problems]), tmp_path, settings)
+    assert right["accuracy"] == 1.0 == right["metrics"]["pass@1_base"] and right["n"] == 8
+    moved = [_body_with(*_one_constant_moved(p)) for p in problems]
+    wrong = bench.score(problems, by_id(problems, moved), tmp_path / "moved", settings)
+    assert wrong["accuracy"] == 0.0 and {r["plus_status"] for r in wrong["per_problem"].values()} == {"fail"}
+
+
+_DIGEST_OF_DEFAULT_SETS = """
+import hashlib, json
+from sbd_core.tasks import code_task, math_task
+sets = [code_task.make_problems("test", 1000, 0), code_task.make_problems("train", 1200, 0),
+        math_task.make_problems("test", 1000, 0)]
+print(hashlib.sha256(json.dumps(sets).encode()).hexdigest())
+"""
+
+
+def test_default_problem_sets_are_the_same_in_every_process():
+    """The default's test sets and code train set depend on the seed only, not on the process's string hashing."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    digests = {subprocess.run([sys.executable, "-c", _DIGEST_OF_DEFAULT_SETS], env={**env, "PYTHONHASHSEED": seed},
+                              check=True, capture_output=True, text=True).stdout for seed in ("1", "2")}
+    assert len(digests) == 1 and len(digests.pop().strip()) == 64
 
 
 def test_code_prompt_and_target(problems):

@@ -51,7 +51,7 @@ def test_whole_dag_produces_report_and_sane_summary(smoke):
     workdir, _, log = smoke
     counts = job_counts(log)
     assert counts == {"data": 2, "benchmark": 2, "pretrain_base": 1, "pack": 1, "finetune": 2, "decode": 6, "score": 6,
-                      "report": 1, "all": 1}
+                      "likelihood_data": 1, "likelihood": 2, "report": 1, "all": 1}
     report = workdir / "results" / "smoke" / "report"
     for name in ("summary.csv", "table1.md", "table1.tex", "table1.csv", "report.md", "speedup_math.png",
                  "speedup_code.pdf", "paper_table1.md"):
@@ -68,6 +68,39 @@ def test_whole_dag_produces_report_and_sane_summary(smoke):
             assert 1.0 < float(r["tokens_per_forward"]) <= 4.0 and float(r["nfe_speedup"]) > 1.0
     assert "Llama-3.1 8B" in (report / "paper_table1.md").read_text()
     assert len(json.loads((report / "provenance.json").read_text())["settings"]["scores"]) == 6
+
+
+def test_likelihood_stage_scores_every_arm_on_the_same_questions(smoke):
+    """The embedded analogue of Table 2: each arm scored on the same generated questions (paired by document), and
+    the report's Table 2 with a row per arm."""
+    workdir, _, _ = smoke
+    run = workdir / "results" / "smoke"
+    arms = {o: json.loads((run / "likelihood" / "tiny-llama" / o / "math_mc.json").read_text()) for o in ("ntp", "sbd")}
+    docs = {o: score["per_doc"]["sbd_synth_math_mc"] for o, score in arms.items()}
+    assert [d["doc_hash"] for d in docs["ntp"]] == [d["doc_hash"] for d in docs["sbd"]] and len(docs["ntp"]) == 8
+    assert [d["loglikelihoods"] for d in docs["ntp"]] != [d["loglikelihoods"] for d in docs["sbd"]]  # two models
+    for score in arms.values():
+        assert score["n"] == 8 and 0.0 <= score["accuracy"] <= 1.0 and score["stderr"] is not None
+        assert score["recipe"]["objective"] == score["objective"]
+    rows = list(csv.DictReader(open(run / "report" / "table2.csv")))
+    assert [(r["model"], r["objective"]) for r in rows] == [("tiny-llama", "ntp"), ("tiny-llama", "sbd")]
+    sbd = rows[1]
+    assert float(sbd["math_mc_delta_pts"]) == pytest.approx(float(sbd["math_mc_pct"]) - float(rows[0]["math_mc_pct"]))
+    assert "Table 2 layout" in (run / "report" / "report.md").read_text()
+
+
+def test_changing_a_likelihood_setting_reruns_only_its_jobs(smoke):
+    workdir, config, _ = smoke
+    changed = yaml.safe_load(config.read_text())
+    changed["likelihood"]["tasks"]["math_mc"]["problems"] = 6
+    path = workdir / "changed_likelihood.yaml"
+    path.write_text(yaml.safe_dump(changed))
+    dry = snakemake(workdir, "-n", "--configfile", str(path))
+    assert job_counts(dry.stdout) == {"likelihood_data": 1, "likelihood": 2, "report": 1, "all": 1}
+    changed["likelihood"]["tasks"]["math_mc"] = {"problems": 8, "batch_size": 3}  # scoring only: same data
+    path.write_text(yaml.safe_dump(changed))
+    dry = snakemake(workdir, "-n", "--configfile", str(path))
+    assert job_counts(dry.stdout) == {"likelihood": 2, "report": 1, "all": 1}
 
 
 def test_outputs_record_provenance(smoke):
@@ -151,6 +184,16 @@ def test_changing_one_solver_setting_reruns_only_its_jobs(smoke):
     assert job_counts(dry.stdout) == {"decode": 2, "score": 2, "report": 1, "all": 1}
 
 
+def test_a_second_seed_reuses_everything_of_the_first(smoke):
+    workdir, config, _ = smoke
+    seeded = yaml.safe_load(config.read_text())
+    seeded["finetune"]["seeds"] = [0, 1]
+    path = workdir / "seeded.yaml"
+    path.write_text(yaml.safe_dump(seeded))
+    dry = snakemake(workdir, "-n", "--configfile", str(path))
+    assert job_counts(dry.stdout) == {"finetune": 2, "decode": 6, "score": 6, "report": 1, "all": 1}  # seed 1 only
+
+
 def test_report_regenerates_from_existing_scores(smoke):
     workdir, config, _ = smoke
     target = "results/smoke/report/speedup_math.png"  # as a user types it, relative to the working directory
@@ -176,6 +219,8 @@ def test_html_report_is_self_contained(smoke):
     (lambda c: c["finetune"].update(tokens_per_step=1000), ["tokens_per_step=1000", "batch_size x max_length"]),
     (lambda c: c["data"]["sources"][0].pop("problems"), ["math", "problems"]),
     (lambda c: c["data"].update(sources=[{"name": "gsm8k"}]), ["scratch", "synthetic", "tiny-llama"]),
+    (lambda c: c["finetune"].update(seeds=[0, 1], seed=1), ["seed or seeds"]),
+    (lambda c: c["finetune"].update(eval_at_steps=[4]), ["eval_at_steps", "max_steps=4"]),
 ])
 def test_bad_config_stops_before_any_work(tmp_path, edit, words):
     config = yaml.safe_load((ROOT / "tests" / "smoke.yaml").read_text())

@@ -63,11 +63,12 @@ class CachedForward:
         flat = (rows * self.max_len + positions).flatten()
         mask = allowed[:, None]
 
-        def attend(layer_idx, q, k, v):
+        def attend(layer_idx, q, k, v):  # q, k, v: [S, W, heads, head_dim]
             self._write(layer_idx, flat, k, v)
             keys = self.keys[layer_idx][:, :span].transpose(1, 2)
             values = self.values[layer_idx][:, :span].transpose(1, 2)
-            return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=True)
+            return F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, attn_mask=mask, scale=self.scale,
+                                                  enable_gqa=True)
 
         return self._run(ids, positions, attend)
 
@@ -83,8 +84,9 @@ class CachedForward:
         mask = (causal & real[:, None, :]) | torch.eye(width, dtype=torch.bool, device=ids.device)  # pads: themselves
         mask = mask[:, None]
 
-        def attend(layer_idx, q, k, v):
+        def attend(layer_idx, q, k, v):  # q, k, v: [n, W, heads, head_dim]
             self._write(layer_idx, flat, k, v)
+            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale, enable_gqa=True)
 
         self._run(ids, positions, attend)
@@ -95,15 +97,15 @@ class CachedForward:
 
     # ------------------------------------------------------------------------------------------------ internals
     def _write(self, layer_idx: int, flat: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Write keys/values [n, kv_heads, W, head_dim] at the flat (row, position) indices ``flat``."""
+        """Write keys/values [n, W, kv_heads, head_dim] at the flat (row, position) indices ``flat``."""
         shape = (-1, self.kv_heads, self.head_dim)
-        self.keys[layer_idx].view(shape).index_copy_(0, flat, k.transpose(1, 2).reshape(shape))
-        self.values[layer_idx].view(shape).index_copy_(0, flat, v.transpose(1, 2).reshape(shape))
+        self.keys[layer_idx].view(shape).index_copy_(0, flat, k.reshape(shape))
+        self.values[layer_idx].view(shape).index_copy_(0, flat, v.reshape(shape))
 
     def _run(self, ids, positions, attend) -> torch.Tensor:
         """The decoder stack of the model's own modules, with ``attend(layer, q, k, v)`` as its attention."""
         hidden = self.model.model.embed_tokens(ids)
-        cos, sin = self.cos[positions][:, None], self.sin[positions][:, None]  # [n, 1, W, head_dim]
+        cos, sin = self.cos[positions][:, :, None], self.sin[positions][:, :, None]  # [n, W, 1, head_dim]
         shape = (*ids.shape, -1, self.head_dim)
         for layer_idx, layer in enumerate(self.layers):
             attn = layer.self_attn
@@ -111,9 +113,8 @@ class CachedForward:
             q, k, v = attn.q_proj(x).view(shape), attn.k_proj(x).view(shape), attn.v_proj(x).view(shape)
             if self.qk_norm:
                 q, k = attn.q_norm(q), attn.k_norm(k)
-            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [n, heads, W, head_dim]
-            q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
-            out = attend(layer_idx, q, k, v)
+            q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin  # [n, W, heads, head_dim]
+            out = attend(layer_idx, q, k, v)  # [n, heads, W, head_dim]
             hidden = hidden + attn.o_proj(out.transpose(1, 2).reshape(*ids.shape, -1))
             hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
         return hidden

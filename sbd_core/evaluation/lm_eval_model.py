@@ -272,16 +272,22 @@ class SBDLM(LM):
 
     # ------------------------------------------------------------------------------------------ scoring
     def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
-        """Token ids of (context, continuation), split from one encoding of the whole text like lm-eval's HFLM."""
+        """Token ids of (context, continuation) as lm-eval's HF model makes them (``TemplateLM.loglikelihood`` and
+        ``_encode_pair``; tests/test_likelihood_adapter.py checks the scores against it): an empty context is the
+        prefix token (BOS, else EOS) unless the continuation starts with it; otherwise trailing context whitespace
+        moves to the continuation, the whole text is encoded once and split after the context's tokens, and a
+        context that already starts with the BOS text (a rendered chat) gets no second BOS."""
         tok = self.tokenizer
         if context == "":
-            ctx = tok(context, add_special_tokens=self.add_special_tokens)["input_ids"] or [self.prefix_token_id]
-            return ctx, tok(continuation, add_special_tokens=False)["input_ids"]
+            cont = tok(continuation, add_special_tokens=False)["input_ids"]
+            prefix = self.prefix_token_id
+            return ([prefix], cont) if cont[:1] != [prefix] else (cont[:1], cont[1:])
         spaces = len(context) - len(context.rstrip())
         if spaces:  # trailing context whitespace belongs to the continuation (tokenizers attach it to the next word)
             context, continuation = context[:-spaces], context[-spaces:] + continuation
-        whole = tok(context + continuation, add_special_tokens=self.add_special_tokens)["input_ids"]
-        ctx = tok(context, add_special_tokens=self.add_special_tokens)["input_ids"]
+        special = self.add_special_tokens and add_special_tokens_for(context, tok)
+        whole = tok(context + continuation, add_special_tokens=special)["input_ids"]
+        ctx = tok(context, add_special_tokens=special)["input_ids"]
         return ctx, whole[len(ctx):]
 
     @torch.no_grad()

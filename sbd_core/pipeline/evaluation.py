@@ -10,7 +10,8 @@ Files (one per line / object):
   beside it with the sampler spec, the decode and benchmark settings, the model's training recipe and
   ``total_wall_time_s`` (model loading excluded);
 * score writes one JSON object: the benchmark's metrics, the cost totals the report derives speedups from, the sampler
-  spec, the recipe and the per-problem verdicts.
+  spec, the recipe and the per-problem verdicts, each with its problem's ``nfe``, ``num_tokens`` and ``wall_time_s``
+  (the report's intervals resample problems).
 """
 
 from __future__ import annotations
@@ -155,6 +156,12 @@ def cost_aggregates(records: list[dict]) -> dict:
             "mean_tokens_per_forward": sum(per_problem) / max(len(per_problem), 1)}
 
 
+def per_problem_costs(per_problem: dict, records: list[dict]) -> dict:
+    """Each problem's verdict with its generation's cost (``nfe``, ``num_tokens``, ``wall_time_s``), by problem id."""
+    costs = {str(r["id"]): {key: r.get(key) for key in ("nfe", "num_tokens", "wall_time_s")} for r in records}
+    return {pid: {**verdict, **costs.get(str(pid), {})} for pid, verdict in per_problem.items()}
+
+
 def score_generations(benchmark: str, generations: Path, data: Path | None = None, settings: dict | None = None,
                       work_dir: Path | None = None) -> dict:
     """The benchmark's verdict on a generations file (``{"id", "completion"}`` per line), plus what the decode stage
@@ -169,6 +176,7 @@ def score_generations(benchmark: str, generations: Path, data: Path | None = Non
     records = read_jsonl(generations)
     if records and all("nfe" in r for r in records):
         result.update(cost_aggregates(records))
+        result["per_problem"] = per_problem_costs(result["per_problem"], records)
     sidecar = Path(str(generations) + ".provenance.json")
     if sidecar.exists():
         try:

@@ -162,13 +162,14 @@ def fresh_checkpoints(checkpoint_dir: Path, settings: dict, inputs: list[Path]) 
 
 def run_finetune(base_dir: Path, data_dir: Path, objective: str, spec: dict, out_dir: Path, checkpoint_dir: Path,
                  runtime: dict | None = None, layout: LaunchSettings = LaunchSettings(),
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, exports: dict | None = None) -> None:
     """Fine-tune the base checkpoint with one objective on the packed rows (``data_dir``, the pack stage's output),
     through the torchrun launcher on ``layout`` (same data, steps and optimizer for every objective).
 
     ``spec``: TrainConfig keys plus ``allow_resize``; ``runtime``: ``{"device": ...}``; ``threads``: CPU threads of the
-    whole job, shared by its processes. A rerun resumes from ``checkpoint_dir`` when the settings and inputs match,
-    whatever the layout."""
+    whole job, shared by its processes; ``exports``: ``{step: folder}``, the model after that many steps saved as a
+    checkpoint folder of its own (``finetune.eval_at_steps``). A rerun resumes from ``checkpoint_dir`` when the
+    settings, exports and inputs match, whatever the layout."""
     spec = dict(spec)
     allow_resize = spec.pop("allow_resize", False)
     if not isinstance(allow_resize, bool):
@@ -181,12 +182,17 @@ def run_finetune(base_dir: Path, data_dir: Path, objective: str, spec: dict, out
     check_packed(data_dir, tokenizer, config.max_length)
     settings = {"objective": objective, "finetune": spec, "allow_resize": allow_resize, "base": str(base_dir),
                 "data": str(data_dir), "departures": config.departures()}  # departures are read by the report
+    exports = {int(step): str(out) for step, out in (exports or {}).items()}
+    if exports:
+        settings["export_steps"] = sorted(exports)
     checkpoint_dir = Path(checkpoint_dir)
     fresh_checkpoints(checkpoint_dir, settings, [Path(base_dir) / "provenance.json", Path(data_dir) / MANIFEST])
     request = {"base": str(base_dir), "data": str(data_dir), "objective": objective, "train": spec,
                "out": str(out_dir), "checkpoints": str(checkpoint_dir), "allow_resize": allow_resize,
                "device": device,
                "extra_files": {"provenance.json": provenance("finetune", settings, config.seed)}}
+    if exports:
+        request["exports"] = {str(step): out for step, out in sorted(exports.items())}
     if threads:
         request["threads"] = max(1, threads // layout.processes_per_node)
     launch(request, layout.processes_per_node, layout.nodes)

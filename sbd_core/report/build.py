@@ -10,9 +10,15 @@ import pandas as pd
 
 from ..io_utils import write_bytes_atomic
 from . import DEFAULT_PAPER_TABLE, FIGURE1_BENCHMARK, figure1_stem
+from .curves import figure_bytes, sbd_families
+from .differences import statistics_md
 from .figures import _figure_bytes, _safe_name, figure1_bytes
 from .paper import compare, comparison_display
+from .plan import planned_figures
 from .scores import load_scores, summarize
+from .seeds import final_budget, seed_means
+from .speed import load_timings, speed_figure, speed_markdown, timing_tables
+from .table2 import build_table2
 from .tables import _table1_display, load_paper_table, paper_table_display, table1, to_latex, to_markdown
 
 logger = logging.getLogger(__package__)  # "sbd_core.report": one logger for the whole package
@@ -23,7 +29,8 @@ SYNTHETIC_NOTE = (
     "8B-model numbers; only runs of the paper's models on the paper's benchmarks can be compared with Table 1."
 )
 DEFINITIONS = (
-    "Cells read `accuracy % (NFE speedup x, wall wall-clock speedup x)`. **NFE speedup** = forward passes of the NTP "
+    "Cells read `accuracy % [95% interval] (NFE speedup x [interval], wall wall-clock speedup x [interval])` "
+    "(intervals resample the problems; see Differences to the NTP arm). **NFE speedup** = forward passes of the NTP "
     "arm (NTP-trained model, NTP decoding, same model and benchmark) / forward passes of the row: the paper's "
     "measure. **Wall speedup** = decode wall time of the NTP arm / the row's, on the same problems with the same batch "
     "size and hardware (model loading excluded; on the CPU each decode job runs alone on the machine): what the NFE "
@@ -59,14 +66,15 @@ def _unavailable_md() -> str:
 
 
 def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, paper_md: str | None,
-               figures: list[str], figure1: list[str]) -> str:
+               figures: list[str], figure1: list[str], paper_figures: list[str], speed_md: str = "") -> str:
     """Assemble report.md."""
     models = ", ".join(sorted(summary["model"].unique()))
     benchmarks = ", ".join(sorted(summary["benchmark"].unique()))
     parts = ["# SBD benchmark report\n", f"{len(summary)} score files; models: {models}; benchmarks: {benchmarks}.\n"]
     if comparison_md is None:
         parts.append(f"> **Note.** {SYNTHETIC_NOTE}\n")
-    parts += [DEFINITIONS + "\n", "## Reproduction (Table 1 layout)\n", table_md, _recipe_md(summary)]
+    parts += [DEFINITIONS + "\n", "## Reproduction (Table 1 layout)\n", table_md, statistics_md(summary),
+              _recipe_md(summary), speed_md]
     if comparison_md is not None:
         parts += ["## Beside the paper's Table 1 (ours vs paper: difference)\n", comparison_md, _unavailable_md()]
     if paper_md is not None:
@@ -76,6 +84,9 @@ def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, 
         parts += _figure_links(figure1)
     parts.append("## Figures: accuracy vs NFE speedup\n")
     parts += _figure_links(figures)
+    if paper_figures:
+        parts.append("## Figures 5, 12, 13: accuracy vs mean NFE across training budgets and solvers\n")
+        parts += _figure_links([f"{stem}.png" for stem in paper_figures])
     return "\n".join(parts)
 
 
@@ -109,20 +120,27 @@ def _resolve_paper_table(paper_table) -> Path | None:
 
 
 def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
-                 paper_bases: dict[str, str] | None = None) -> dict[str, bytes]:
+                 paper_bases: dict[str, str] | None = None, timing_paths: Sequence = (),
+                 likelihood_paths: Sequence = ()) -> dict[str, bytes]:
     """Compute every report file in memory: {file name: contents}. Nothing is written.
 
     ``paper_bases`` maps our model names to the paper's base-model rows (``{"llama-3.1-8b": "Llama-3.1 8B"}``); with
-    it, ``paper_comparison.{csv,md}`` put our runs beside the published Table 1, cell by cell.
+    it, ``paper_comparison.{csv,md}`` put our runs beside the published Table 1, cell by cell. ``timing_paths``: the
+    timing stage's time(k) files (``<model>.json``), for the eq. 16 predictions and the measured Tables 3-4.
+    ``likelihood_paths`` (the likelihood stage's score files) add ``table2.{csv,md,tex}`` and a Table 2 section
+    (:mod:`.table2`).
     """
-    summary = summarize(load_scores(score_paths))
+    timings = load_timings(timing_paths)
+    summary = summarize(load_scores(score_paths), timings)
+    final = seed_means(final_budget(summary))  # one row per run of the final budgets: the paper's view
     table = table1(summary)
     disp = _table1_display(table)
     files: dict[str, bytes] = {
         "summary.csv": _csv_bytes(summary),
         "table1.csv": _csv_bytes(table),
         "table1.md": to_markdown(disp).encode(),
-        "table1.tex": to_latex(disp, "SBD reproduction: accuracy % (NFE speedup x, wall-clock speedup x)").encode(),
+        "table1.tex": to_latex(disp, "SBD reproduction: accuracy % [95% interval] (NFE speedup x [interval], "
+                               "wall-clock speedup x [interval])").encode(),
     }
     paper_md = comparison_md = None
     paper_path = _resolve_paper_table(paper_table)
@@ -133,33 +151,50 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
         files["paper_table1.tex"] = to_latex(paper_table_display(paper), "arXiv 2509.04185v1 Table 1 (as printed)").encode()
         bases = {m: b for m, b in (paper_bases or {}).items() if m in set(summary["model"])}
         if bases:
-            long = compare(summary, paper, bases)
+            long = compare(final, paper, bases)
             comparison_md = to_markdown(comparison_display(long, paper))
             files["paper_comparison.csv"] = _csv_bytes(long)
             files["paper_comparison.md"] = comparison_md.encode()
     figures = []
     for bench in sorted(summary["benchmark"].unique()):
         stem = f"speedup_{_safe_name(bench)}"
-        for fmt, data in _figure_bytes(summary, bench).items():
+        for fmt, data in _figure_bytes(final, bench).items():
             files[f"{stem}.{fmt}"] = data
         figures.append(f"{stem}.png")
     figure1 = []
-    for model in sorted(summary.loc[summary["benchmark"] == FIGURE1_BENCHMARK, "model"].unique()):
-        for fmt, data in figure1_bytes(summary, model, FIGURE1_BENCHMARK).items():
+    for model in sorted(final.loc[final["benchmark"] == FIGURE1_BENCHMARK, "model"].unique()):
+        for fmt, data in figure1_bytes(final, model, FIGURE1_BENCHMARK).items():
             files[f"{figure1_stem(model)}.{fmt}"] = data
         figure1.append(f"{figure1_stem(model)}.png")
-    files["report.md"] = _report_md(summary, to_markdown(disp), comparison_md, paper_md, figures, figure1).encode()
+    paper_figures = planned_figures(sbd_families(summary))
+    for stem in paper_figures:
+        for fmt, data in figure_bytes(summary, stem).items():
+            files[f"{stem}.{fmt}"] = data
+    files.update(timing_tables(timings))
+    speed_png = speed_figure(summary)
+    if speed_png is not None:
+        files.update({f"wall_vs_predicted.{fmt}": data for fmt, data in speed_png.items()})
+    speed_md = speed_markdown(summary, timings) + ("\n" + _figure_links(["wall_vs_predicted.png"])[0]
+                                                    if speed_png is not None else "")
+    report_md = _report_md(summary, to_markdown(disp), comparison_md, paper_md, figures, figure1, paper_figures,
+                           speed_md)
+    if likelihood_paths:
+        table2_files, table2_md = build_table2(likelihood_paths)
+        files.update(table2_files)
+        report_md += "\n" + table2_md
+    files["report.md"] = report_md.encode()
     return files
 
 
 def write_report(score_paths: Sequence, out_dir, paper_table=DEFAULT_PAPER_TABLE,
-                 paper_bases: dict[str, str] | None = None) -> list[Path]:
+                 paper_bases: dict[str, str] | None = None, timing_paths: Sequence = (),
+                 likelihood_paths: Sequence = ()) -> list[Path]:
     """Build the full report and write it into out_dir; return the paths written.
 
     Everything is rendered in memory first, then each file is written atomically (temp file + os.replace), so a
     failure leaves no half-written output. ``paper_table=None`` skips the paper_table1.* files.
     """
-    files = build_report(score_paths, paper_table, paper_bases)
+    files = build_report(score_paths, paper_table, paper_bases, timing_paths, likelihood_paths)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []

@@ -1,8 +1,9 @@
 """Score files: load and validate the score stage's JSON files, and summarize them (one row per run, speedups).
 
-A score file (``python -m sbd_core score``) names its run (``model``, ``objective``, ``sampler``, ``benchmark``) and
-holds the benchmark's ``accuracy`` and ``metrics``, the decode cost (``n_problems``, ``total_nfe``, ``total_tokens``,
-``wall_time_s``), the ``sampler_spec`` (``{mode, solver, params, family, tag}``) and the model's ``recipe``.
+A score file (``python -m sbd_core score``) names its run (``model``, ``objective``, ``sampler``, ``benchmark``; from
+the DAG also ``train_seed`` and ``train_steps``) and holds the benchmark's ``accuracy`` and ``metrics``, the decode cost
+(``n_problems``, ``total_nfe``, ``total_tokens``, ``wall_time_s``), the ``sampler_spec`` (``{mode, solver, params,
+family, tag}``), the model's ``recipe`` and ``per_problem`` verdicts and costs (the intervals: :mod:`.intervals`).
 """
 
 from __future__ import annotations
@@ -16,19 +17,26 @@ from typing import Iterable
 import pandas as pd
 
 from ..errors import UserError
+from .intervals import INTERVAL_COLUMNS, PAIR_COLUMNS, PairingError, add_intervals, problems_of
+from .speed import add_speed_columns
 
 logger = logging.getLogger(__package__)  # "sbd_core.report": one logger for the whole package
 
 #: Keys every score file must have.
 REQUIRED_KEYS = ("model", "objective", "sampler", "benchmark", "accuracy", "n_problems", "total_nfe", "total_tokens",
                  "sampler_spec")
-#: Identity of one score row.
-KEY_COLUMNS = ["model", "objective", "sampler", "benchmark"]
+#: Identity of one score row (``train_seed``: the fine-tune seed, 0 when the file has none; ``train_steps``: the
+#: evaluated model's optimizer steps, 0 when the file does not say: older files, a model of unknown budget).
+KEY_COLUMNS = ["model", "objective", "train_seed", "train_steps", "sampler", "benchmark"]
 #: Columns of ``summarize`` output, in order (then one column per sampler parameter, then metric_* columns).
 SUMMARY_COLUMNS = [
-    "model", "objective", "sampler", "label", "mode", "family", "benchmark", "accuracy", "nfe_speedup", "wall_speedup",
+    "model", "objective", "train_seed", "train_steps", "sampler", "label", "family", "benchmark", "accuracy",
+    "nfe_speedup", "wall_speedup",
     "tokens_per_forward", "mean_tokens_per_forward", "mean_nfe", "total_nfe", "total_tokens", "wall_time_s",
     "n_problems", "block_size", "batch_size", "solver", "departures",
+    # wall-clock against the roofline (sbd_core.report.speed)
+    "mode", "latency_speedup", "tokens_per_s", "forwards_per_block", "predicted_speedup", "latency_problems",
+    "latency_decode_s", "total_blocks", "mean_prompt_tokens",
 ]
 
 
@@ -65,7 +73,7 @@ def _read_score(path: Path) -> dict:
 
 def _validate_score(path: Path, data: dict) -> None:
     """Check types and ranges of the fields the report relies on."""
-    for key in KEY_COLUMNS:
+    for key in ("model", "objective", "sampler", "benchmark"):
         if not isinstance(data[key], str) or not data[key]:
             raise ScoreFileError(f"score file {path}: {key!r} must be a non-empty string")
     acc = data["accuracy"]
@@ -77,6 +85,10 @@ def _validate_score(path: Path, data: dict) -> None:
             raise ScoreFileError(f"score file {path}: {key!r} must be a non-negative number, got {val!r}")
     if data["total_nfe"] <= 0:
         raise ScoreFileError(f"score file {path}: total_nfe must be positive, got {data['total_nfe']!r}")
+    for key, low in (("train_seed", 0), ("train_steps", 1)):
+        val = data.get(key)
+        if val is not None and (not isinstance(val, int) or isinstance(val, bool) or val < low):
+            raise ScoreFileError(f"score file {path}: {key!r} must be an integer >= {low}, got {val!r}")
     spec = data["sampler_spec"]
     if not isinstance(spec, dict) or not all(isinstance(spec.get(k), str) for k in ("solver", "family")):
         raise ScoreFileError(f"score file {path}: 'sampler_spec' must be an object with string 'solver' and 'family'")
@@ -104,7 +116,13 @@ def _score_row(path: Path, data: dict) -> dict:
     """Flatten one validated score dict into a DataFrame row (``mode``: sbd for block solvers, ntp, or hf for the
     training-free peers; a spec of an older run without one says ntp for NTP decoding, else sbd)."""
     spec = data["sampler_spec"]
-    row = {key: data[key] for key in KEY_COLUMNS}
+    try:
+        problems = problems_of(path, data)
+    except ValueError as err:
+        raise ScoreFileError(str(err)) from None
+    row = {key: data[key] for key in ("model", "objective", "sampler", "benchmark")}
+    row.update(train_seed=int(data.get("train_seed") or 0), train_steps=int(data.get("train_steps") or 0),
+               problems=problems)
     row.update(
         label=run_label(data["objective"], data["sampler"], spec),
         mode=spec.get("mode") or ("ntp" if spec["solver"] == "ntp" else "sbd"),
@@ -115,8 +133,16 @@ def _score_row(path: Path, data: dict) -> dict:
         block_size=_num(data.get("block_size")), batch_size=_num(data.get("batch_size")), family=spec["family"],
         solver=spec["solver"], params=dict(spec.get("params") or {}), departures=departures_text(data.get("recipe")),
         metrics=dict(data.get("metrics") or {}), path=str(path),
+        total_blocks=_num(data.get("total_blocks")), mean_prompt_tokens=_num(data.get("mean_prompt_tokens")),
+        **_latency(data.get("latency")),
     )
     return row
+
+
+def _latency(latency: dict | None) -> dict:
+    """The decode stage's batch-1 latency run as columns (NaN without one)."""
+    latency = latency or {}
+    return {"latency_problems": _num(latency.get("problems")), "latency_decode_s": _num(latency.get("decode_time_s"))}
 
 
 def load_scores(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
@@ -132,7 +158,7 @@ def load_scores(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
     dup = df[df.duplicated(KEY_COLUMNS, keep=False)]
     if not dup.empty:
         groups = dup.groupby(KEY_COLUMNS)["path"].apply(list).tolist()
-        raise ScoreFileError(f"duplicate (model, objective, sampler, benchmark) in score files: {groups}")
+        raise ScoreFileError(f"duplicate ({', '.join(KEY_COLUMNS)}) in score files: {groups}")
     return df
 
 
@@ -147,34 +173,45 @@ def is_baseline(df: pd.DataFrame) -> pd.Series:
 
 
 def _speedups(out: pd.DataFrame) -> pd.DataFrame:
-    """Add nfe_speedup and wall_speedup against the NTP arm of the same model and benchmark."""
-    base = out.loc[is_baseline(out), ["model", "benchmark", "total_nfe", "wall_time_s"]]
-    base = base.rename(columns={"total_nfe": "_base_nfe", "wall_time_s": "_base_wall"})
-    out = out.merge(base, on=["model", "benchmark"], how="left")
+    """Add nfe_speedup, wall_speedup and latency_speedup against the NTP arm of the same model, fine-tune seed, budget
+    and benchmark."""
+    base = out.loc[is_baseline(out), PAIR_COLUMNS + ["total_nfe", "wall_time_s", "latency_decode_s",
+                                                     "latency_problems"]]
+    base = base.rename(columns={"total_nfe": "_base_nfe", "wall_time_s": "_base_wall",
+                                "latency_decode_s": "_base_latency", "latency_problems": "_base_latency_problems"})
+    out = out.merge(base, on=PAIR_COLUMNS, how="left")
     out["nfe_speedup"] = out["_base_nfe"] / out["total_nfe"]
     out["wall_speedup"] = out["_base_wall"] / out["wall_time_s"]
-    for model, bench in sorted(out.loc[out["_base_nfe"].isna(), ["model", "benchmark"]].drop_duplicates()
-                               .itertuples(index=False)):
-        logger.warning("no NTP baseline (objective=ntp, sampler=ntp) for model=%r benchmark=%r: speedups are NaN",
-                       model, bench)
+    same = out["latency_problems"] == out["_base_latency_problems"]  # the same first problems, one at a time
+    out["latency_speedup"] = (out["_base_latency"] / out["latency_decode_s"]).where(same)
+    for model, seed, steps, bench in sorted(out.loc[out["_base_nfe"].isna(), PAIR_COLUMNS].drop_duplicates()
+                                            .itertuples(index=False)):
+        logger.warning("no NTP baseline (objective=ntp, sampler=ntp) for model=%r train_seed=%d train_steps=%d "
+                       "benchmark=%r: speedups are NaN", model, seed, steps, bench)
     return out
 
 
-def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, objective, sampler, benchmark): accuracy (fraction), speedups, cost, the sampler's
-    parameters as columns (``gamma``, ``proxy``, ``threshold``, ...) and the benchmark's metrics as ``metric_*``.
+def summarize(df: pd.DataFrame, timings: dict | None = None) -> pd.DataFrame:
+    """One row per score file (:data:`KEY_COLUMNS`): accuracy (fraction), speedups, cost, the intervals and paired
+    differences of :mod:`.intervals`, the sampler's parameters as columns (``gamma``, ``proxy``, ``threshold``, ...)
+    and the benchmark's metrics as ``metric_*``.
 
     ``nfe_speedup`` = the NTP arm's total NFE / the row's total NFE; ``wall_speedup`` = the NTP arm's decode wall time /
-    the row's (same model, benchmark, problems and batch size); both NaN, with a logged warning, without that arm.
+    the row's (same model, seed, budget, benchmark, problems and batch size); both NaN, with a logged warning, without
+    that arm. ScoreFileError when a row and its NTP arm do not hold the same problems. ``timings`` (``{model:
+    time(k)}``) gives the eq. 16 predictions (:mod:`sbd_core.report.speed`).
     """
-    out = _speedups(df.copy())
+    try:
+        out = add_intervals(add_speed_columns(_speedups(df.copy()), timings or {}))
+    except PairingError as err:
+        raise ScoreFileError(str(err)) from None
     param_names = sorted({k for p in out["params"] for k in p})
     for name in param_names:
         out[name] = [p.get(name) for p in out["params"]]
     metric_names = sorted({k for m in out["metrics"] for k in m if _is_number(m[k])})
     for name in metric_names:
         out[f"metric_{name}"] = [_num(m.get(name)) if _is_number(m.get(name)) else float("nan") for m in out["metrics"]]
-    cols = SUMMARY_COLUMNS + param_names + [f"metric_{n}" for n in metric_names]
+    cols = SUMMARY_COLUMNS + INTERVAL_COLUMNS + param_names + [f"metric_{n}" for n in metric_names]
     return out[cols].sort_values(KEY_COLUMNS, kind="stable").reset_index(drop=True)
 
 

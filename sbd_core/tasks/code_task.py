@@ -2,14 +2,23 @@
 
 Each problem is a small function: a signature plus a docstring that states the operation with constants
 (e.g. "Return x times 3 plus 7.") and one doctest example; the canonical body (1-3 lines) must copy those
-constants and map the operation words to code. Families cover integer arithmetic, list operations and
-string operations.
+constants and map the operation words to code. 32 families: 16 on an integer ``x`` with two constants (a factor or
+modulus and an offset), 8 on a list ``xs`` and 8 on a string ``s`` with one constant.
 
 A problem is fully determined by its family and constants (its "signature"); the split is a stable hash
-of that signature, so train/valid/test never share a prompt. ``make_problems`` picks problems of the
-split round-robin over families in a seed-shuffled order. Records carry exactly the evalplus fields:
-``task_id`` ("HumanEval/<i>", numbered within the returned list), ``prompt``, ``canonical_solution``,
+of that signature (80/10/10), so train/valid/test never share a prompt; the test split holds 1,898 problems
+(``capacity``). ``make_problems`` picks problems of the split round-robin over families in a seed-shuffled order,
+so a family whose pool runs out leaves its turn to the others. The plus inputs of ``x`` and ``xs`` problems include
+each integer constant and its neighbours, so that a body with a constant off by one fails. Records carry exactly the
+evalplus fields: ``task_id`` ("HumanEval/<i>", numbered within the returned list), ``prompt``, ``canonical_solution``,
 ``entry_point``, ``base_input``, ``plus_input``, ``atol`` (0) and ``contract`` ("").
+
+History: the 200-problem default had the first 24 families with narrower integer constants (held-out split: 240
+problems). For 1,000-problem test sets the integer families' grids were widened and 8 integer families of the same
+kind added; the list and string families are unchanged, so the recipe's train set (1,200 problems) keeps its mix: all
+of their 262 train problems, the same as before, and 938 integer ones. (Widening them too, with two-constant list and
+string families, moved that mix and the tiny model failed to copy the quoted words.) The hash is unchanged, so every
+problem of the old splits keeps its split and its prompt; the plus inputs at the constants were appended.
 """
 
 from __future__ import annotations
@@ -52,24 +61,46 @@ def _r(lo: int, hi: int) -> tuple[int, ...]:
 
 
 _PAIRS = tuple(f"{a}{b}" for a, b in itertools.permutations(_LETTERS, 2))
+_FACTORS = _r(2, 12)   # multipliers and moduli of the integer families
+_OFFSETS = _r(1, 99)   # their added or subtracted constants
 
 FAMILIES: tuple[Family, ...] = (
+    # on an integer x, two constants: the test split's bulk (grids widened for 1,000-problem test sets)
     Family("times_plus", "x", "int", "Return x times {a} plus {b}.", "return x * {a} + {b}",
-           (("a", _r(2, 9)), ("b", _r(1, 30)))),
+           (("a", _FACTORS), ("b", _OFFSETS))),
     Family("times_minus", "x", "int", "Return x times {a} minus {b}.", "return x * {a} - {b}",
-           (("a", _r(2, 9)), ("b", _r(1, 30)))),
+           (("a", _FACTORS), ("b", _OFFSETS))),
     Family("plus_times", "x", "int", "Return x plus {b}, times {a}.", "return (x + {b}) * {a}",
-           (("a", _r(2, 9)), ("b", _r(1, 30)))),
+           (("a", _FACTORS), ("b", _OFFSETS))),
     Family("minus_times", "x", "int", "Return x minus {b}, times {a}.", "return (x - {b}) * {a}",
-           (("a", _r(2, 9)), ("b", _r(1, 30)))),
+           (("a", _FACTORS), ("b", _OFFSETS))),
     Family("mod_plus", "x", "int", "Return x modulo {a} plus {b}.", "return x % {a} + {b}",
-           (("a", _r(2, 9)), ("b", _r(1, 30)))),
+           (("a", _FACTORS), ("b", _OFFSETS))),
     Family("even_or_plus", "x", "int", "Return {b} if x is even, else x plus {a}.",
-           "if x % 2 == 0:\n    return {b}\nreturn x + {a}", (("a", _r(1, 20)), ("b", _r(0, 20)))),
+           "if x % 2 == 0:\n    return {b}\nreturn x + {a}", (("a", _r(1, 40)), ("b", _r(0, 40)))),
     Family("min_times", "x", "int", "Return the smaller of x times {a} and {b}.", "return min(x * {a}, {b})",
-           (("a", _r(2, 9)), ("b", _r(1, 30)))),
+           (("a", _FACTORS), ("b", _OFFSETS))),
     Family("max_plus", "x", "int", "Return the larger of x and {b}, plus {a}.", "return max(x, {b}) + {a}",
-           (("a", _r(1, 9)), ("b", _r(0, 30)))),
+           (("a", _r(1, 12)), ("b", _r(0, 99)))),
+    # added with the 1,000-problem test sets: the same kind (x, two constants, one operation each)
+    Family("div_plus", "x", "int", "Return x divided by {a}, rounded down, plus {b}.", "return x // {a} + {b}",
+           (("a", _FACTORS), ("b", _OFFSETS))),
+    Family("mod_minus", "x", "int", "Return x modulo {a} minus {b}.", "return x % {a} - {b}",
+           (("a", _FACTORS), ("b", _OFFSETS))),
+    Family("from_times", "x", "int", "Return {b} minus x, times {a}.", "return ({b} - x) * {a}",
+           (("a", _FACTORS), ("b", _OFFSETS))),
+    Family("times_from", "x", "int", "Return {b} minus x times {a}.", "return {b} - x * {a}",
+           (("a", _FACTORS), ("b", _OFFSETS))),
+    Family("max_times", "x", "int", "Return the larger of x times {a} and {b}.", "return max(x * {a}, {b})",
+           (("a", _FACTORS), ("b", _OFFSETS))),
+    Family("min_plus", "x", "int", "Return the smaller of x and {b}, plus {a}.", "return min(x, {b}) + {a}",
+           (("a", _r(1, 12)), ("b", _r(0, 99)))),
+    Family("odd_or_times", "x", "int", "Return {b} if x is odd, else x times {a}.",
+           "if x % 2 == 1:\n    return {b}\nreturn x * {a}", (("a", _FACTORS), ("b", _r(0, 99)))),
+    Family("even_plus_or_times", "x", "int", "Return x plus {b} if x is even, else x times {a}.",
+           "if x % 2 == 0:\n    return x + {b}\nreturn x * {a}", (("a", _FACTORS), ("b", _OFFSETS))),
+    # on a list xs or a string s, one constant: unchanged since the 200-problem default (their pools are small, so
+    # the recipe's train set takes all of them and the test set the few held out)
     Family("sum_greater", "xs", "int", "Return the sum of the elements greater than {c}.",
            "return sum(v for v in xs if v > {c})", (("c", _r(0, 30)),)),
     Family("count_less", "xs", "int", "Return the number of elements less than {c}.",
@@ -103,15 +134,15 @@ _FAMILY_BY_NAME = {f.name: f for f in FAMILIES}
 _ANNOT = {"x": "int", "xs": "list[int]", "s": "str"}
 
 
-def _signature_key(fam: Family, consts: dict) -> str:
-    """Stable text key of a problem (family + constants), used for the split hash."""
-    return fam.name + ":" + ",".join(f"{k}={consts[k]}" for k, _ in fam.grid)
+def signature(family: str, consts: dict) -> str:
+    """Stable text key of a problem (family name + constants, e.g. ``"times_plus:a=3,b=7"``); its hash is the split."""
+    return family + ":" + ",".join(f"{k}={consts[k]}" for k, _ in _FAMILY_BY_NAME[family].grid)
 
 
 def _gen_arg(fam: Family, rng: random.Random, plus: bool):
     """One argument value for ``fam``: small values for base inputs (lists of 3-4 elements, which keeps the doctest
-    example and so the prompt short); for plus inputs, negatives, values around the constants, large magnitudes,
-    empty and longer lists/strings."""
+    example and so the prompt short); for plus inputs, negatives, values in the range of the constants, large
+    magnitudes, empty and longer lists/strings."""
     if fam.arg == "x":
         if not plus:
             return rng.randint(0, 20)
@@ -141,6 +172,15 @@ def _inputs(fam: Family, rng: random.Random, count: int, plus: bool) -> list[lis
     return out
 
 
+def _boundary_inputs(fam: Family, consts: dict, taken: list[list]) -> list[list]:
+    """Plus inputs at the integer constants: each constant ``k`` and ``k +- 1`` (as ``x``, or together in one list
+    ``xs``), so that a body with a neighbouring constant (``v > 17`` for "greater than 18") fails; none for strings.
+    Inputs already in ``taken`` are left out."""
+    near = [k + d for k in consts.values() if isinstance(k, int) for d in (-1, 0, 1)]
+    candidates = {"x": [[v] for v in dict.fromkeys(near)], "xs": [[near]] if near else [], "s": []}[fam.arg]
+    return [args for args in candidates if args not in taken]
+
+
 def _run(prompt: str, body: str, entry_point: str) -> Callable:
     """Exec ``prompt + body`` and return the entry-point function."""
     scope: dict = {}
@@ -155,7 +195,7 @@ def build_problem(family: str, consts: dict, task_id: str = "HumanEval/0") -> di
     fam = _FAMILY_BY_NAME[family]
     if set(consts) != {k for k, _ in fam.grid}:
         raise ValueError(f"family {family!r} needs constants {[k for k, _ in fam.grid]}, got {sorted(consts)}")
-    key = _signature_key(fam, consts)
+    key = signature(family, consts)
     rng = random.Random(key)
     body = "".join(f"    {line}\n" for line in fam.body.format(**consts).split("\n"))
     head = f"def {fam.name}({fam.arg}: {_ANNOT[fam.arg]}) -> {fam.returns}:\n"
@@ -163,9 +203,11 @@ def build_problem(family: str, consts: dict, task_id: str = "HumanEval/0") -> di
     result = _run(head + '    """\n    """\n', body, fam.name)(example)
     prompt = (f'{head}    """{fam.doc.format(**consts)}\n'
               f"    >>> {fam.name}({example!r})\n    {result!r}\n    \"\"\"\n")
+    base = _inputs(fam, rng, rng.randint(3, 5), plus=False)
+    plus = _inputs(fam, rng, rng.randint(5, 10), plus=True)
     return {"task_id": task_id, "prompt": prompt, "entry_point": fam.name, "canonical_solution": body,
-            "base_input": _inputs(fam, rng, rng.randint(3, 5), plus=False),
-            "plus_input": _inputs(fam, rng, rng.randint(5, 10), plus=True), "atol": 0, "contract": ""}
+            "base_input": base,
+            "plus_input": plus + _boundary_inputs(fam, consts, base + plus), "atol": 0, "contract": ""}
 
 
 @functools.lru_cache(maxsize=None)
@@ -175,15 +217,20 @@ def _pool(split: str) -> dict[str, tuple[tuple, ...]]:
     for fam in FAMILIES:
         names = [k for k, _ in fam.grid]
         combos = itertools.product(*(vals for _, vals in fam.grid))
-        pool[fam.name] = tuple(c for c in combos if split_of(_signature_key(fam, dict(zip(names, c)))) == split)
+        pool[fam.name] = tuple(c for c in combos if split_of(signature(fam.name, dict(zip(names, c)))) == split)
     return pool
+
+
+def capacities(split: str) -> dict[str, int]:
+    """How many distinct problems ``split`` holds per family (in ``FAMILIES`` order)."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+    return {name: len(combos) for name, combos in _pool(split).items()}
 
 
 def capacity(split: str) -> int:
     """How many distinct problems ``split`` holds."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
-    return sum(len(v) for v in _pool(split).values())
+    return sum(capacities(split).values())
 
 
 def make_problems(split: str, n: int, seed: int) -> list[dict]:

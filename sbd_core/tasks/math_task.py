@@ -12,8 +12,10 @@ it is what a model of the embedded default learns to near-perfect NTP accuracy i
 after measurement: with them the NTP arm reached only ~80% and the SBD arm ~20% under parallel decoding.)
 
 Every computation ``(a, op, b)`` belongs to one split by a stable hash, so train/valid/test never share a computation;
-``make_problems`` alternates addition and subtraction and draws each split's computations without repetition.
-Generation is deterministic from a seed (``random.Random``).
+``make_problems`` alternates addition and subtraction and draws each split's computations without repetition; when one
+kind runs out, the other fills the rest. The test split holds 1,226 computations, 821 additions and 405 subtractions,
+so 1,000 test problems alternate for 810 and hold every held-out subtraction (595 additions, 405 subtractions), where
+200 held 100 of each. Generation is deterministic from a seed (``random.Random``).
 
 Records: ``task_id`` ("math/<i>"), ``question``, ``solution``, ``answer`` (string of the integer), plus
 hidden fields ``_kind`` and ``_ops`` (list of ``[x, op, y]``) for checking.
@@ -114,7 +116,8 @@ def _record(index: int, a: int, op: str, b: int, question: str) -> dict:
 
 
 def make_problems(split: str, n: int, seed: int) -> list[dict]:
-    """Return ``n`` distinct problems of ``split``, alternating addition and subtraction, deterministic in ``seed``.
+    """Return ``n`` distinct problems of ``split``, alternating addition and subtraction while both last,
+    deterministic in ``seed``.
 
     Raises ValueError for an unknown split, a bad ``n``, or ``n > capacity(split)``.
     """

@@ -11,9 +11,12 @@ from snakemake_interface_executor_plugins.settings import DeploymentMethod
 from sbd_core.benchmarks import get_benchmark
 from sbd_core.launch import LaunchSettings
 from sbd_core.pipeline import check_layout, train_config
+from sbd_core.pipeline.arms import ARM_KEYS, plan_arms, trained_arms, trainer_spec
 from sbd_core.report import FIGURE1_BENCHMARK, figure1_stem
+from sbd_core.report.plan import planned_figures
 from sbd_core.samplers import NTP, PEER_MODE, expand_samplers
-from sbd_core.settings import RuntimeSettings, from_section
+from sbd_core.generation import DecodeConfig
+from sbd_core.settings import RuntimeSettings, TimingSettings, from_section
 from sbd_core.training_data import MixSpec, get_source
 
 
@@ -37,6 +40,11 @@ RUN = f"results/{config['run']}"
 BENCHMARKS = {name: _checked(_benchmark_settings, name, s) for name, s in config["benchmarks"].items()}
 MODELS = list(config["models"])
 OBJECTIVES = config["finetune"]["objectives"]
+# every evaluated model by name (sbd_core.pipeline.arms): one fine-tune per objective and seed (TRAINED), each with its
+# final model and its checkpoints at finetune.eval_at_steps
+ARMS = _checked(plan_arms, config["finetune"])
+TRAINED = trained_arms(ARMS)
+EVAL_STEPS = sorted({arm.step for arm in ARMS.values() if arm.step is not None})
 SAMPLERS = _checked(expand_samplers, config["decode"]["samplers"])
 PEERS = [tag for tag, spec in SAMPLERS.items() if spec["mode"] == PEER_MODE]  # training-free: the NTP arm's only
 if NTP not in SAMPLERS:
@@ -81,7 +89,7 @@ def _layout(finetune):
     layout = from_section(LaunchSettings, {k: finetune[k] for k in LAUNCH_KEYS if k in finetune}, "finetune")
     if layout.nodes > 1 and RUNTIME.gpus == 0:
         raise ValueError(f"finetune.nodes={layout.nodes} needs runtime.device: cuda (several nodes run on GPUs)")
-    check_layout(OBJECTIVES, section("finetune", drop=("objectives",) + LAUNCH_KEYS), layout)
+    check_layout(OBJECTIVES, section("finetune", drop=ARM_KEYS + LAUNCH_KEYS), layout)
     return layout
 
 
@@ -119,12 +127,17 @@ def finetune_resources():
 
 LAUNCH_KEYS = ("nodes", "processes_per_node", "resubmit")
 LAUNCH = _checked(_layout, config["finetune"])
-FINETUNE_SPEC = section("finetune", drop=("objectives",) + LAUNCH_KEYS)
+FINETUNE_SPEC = section("finetune", drop=ARM_KEYS + LAUNCH_KEYS)
 PACK_SPEC = _checked(_mix, config["data"], FINETUNE_SPEC)
 DATA_DIR = f"{RUN}/data"
 # one data job per source, with only the keys that decide its files (a new weight or budget must not download again)
 FETCH_SPECS = {e["name"]: fetch_spec(e) for e in config["data"]["sources"]}
 SYNTHETIC_SOURCES = [name for name in FETCH_SPECS if get_source(name).generated]
+def export_dirs(wildcards):
+    """{step: folder} of the checkpoints one fine-tune keeps (finetune.eval_at_steps)."""
+    return {str(k): f"{RUN}/models/{wildcards.model}/{wildcards.arm}-step{k}" for k in EVAL_STEPS}
+
+
 # On the CPU the arms train side by side and share the run's threads; a GPU job's threads feed its processes.
 FINETUNE_THREADS = max(1, RUNTIME.threads // len(OBJECTIVES)) if RUNTIME.gpus == 0 else RUNTIME.threads
 
@@ -173,23 +186,39 @@ def samplers_of(objective):
 
 
 def runs():
-    """(model, objective, sampler) of every decode run."""
-    return [(m, o, s) for m in MODELS for o in OBJECTIVES for s in samplers_of(o)]
+    """(model, arm, sampler) of every decode run."""
+    return [(m, name, s) for m in MODELS for name, arm in ARMS.items() for s in samplers_of(arm.objective)]
 
 
-SCORE_FILES = [f"{RUN}/scores/{m}/{o}/{s}/{b}.json" for m, o, s in runs() for b in BENCHMARKS]
+def score_names(wildcards):
+    """What a score file says about its run: model, objective, fine-tune seed, training steps and sampler."""
+    arm = ARMS[wildcards.arm]
+    return {"model": wildcards.model, "objective": arm.objective, "sampler": wildcards.sampler,
+            "train_seed": arm.seed, "train_steps": arm.train_steps(config["finetune"]["max_steps"])}
+
+
+SCORE_FILES = [f"{RUN}/scores/{m}/{a}/{s}/{b}.json" for m, a, s in runs() for b in BENCHMARKS]
+# the timing stage: time(k) of one trained arm per model (the SBD arm where there is one; the weights do not matter)
+TIMING = _checked(from_section, TimingSettings, config.get("timing"), "timing")
+TIMING_ARM = "sbd" if "sbd" in OBJECTIVES else OBJECTIVES[0]
+DECODE_BLOCK_SIZE = config["decode"].get("block_size", DecodeConfig.block_size)
+TIMING_BATCHES = TIMING.batches or sorted({1, config["decode"].get("batch_size", DecodeConfig.batch_size)})
+TIMING_FILES = [f"{RUN}/timing/{m}.json" for m in MODELS] if TIMING.enabled else []
 REPORT_DIR = f"{RUN}/report"
 REPORT_TABLES = ["summary.csv", "table1.csv", "table1.md", "table1.tex", "report.md", "provenance.json"]
 # the paper's Figure 1, one per model, when its benchmark (LiveCodeBench) is run
 FIGURE1_FILES = [f"{REPORT_DIR}/{figure1_stem(m)}.{ext}" for m in MODELS for ext in ("png", "pdf")
                  if FIGURE1_BENCHMARK in BENCHMARKS]
+# Figures 5, 12, 13: those whose solver families the SBD arm is decoded with (the report draws the same ones)
+PAPER_FIGURES = planned_figures(SAMPLERS[s]["family"] for s in samplers_of("sbd")) if "sbd" in OBJECTIVES else []
 REPORT_FILES = [f"{REPORT_DIR}/{name}" for name in REPORT_TABLES] + [
     f"{REPORT_DIR}/speedup_{b}.{ext}" for b in BENCHMARKS for ext in ("png", "pdf")
-] + FIGURE1_FILES
+] + FIGURE1_FILES + [f"{REPORT_DIR}/{stem}.{ext}" for stem in PAPER_FIGURES for ext in ("png", "pdf")]
 
 
 wildcard_constraints:
     model="|".join(MODELS),
     objective="|".join(OBJECTIVES),
+    arm="|".join(re.escape(name) for name in ARMS),
     sampler="[A-Za-z0-9._+-]+",
     benchmark="|".join(BENCHMARKS),

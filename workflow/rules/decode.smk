@@ -1,10 +1,10 @@
 rule decode:
     input:
-        model=f"{RUN}/models/{{model}}/{{objective}}",
+        model=f"{RUN}/models/{{model}}/{{arm}}",
         test=f"{RUN}/benchmarks/{{benchmark}}_test.jsonl",
     output:
-        generations=f"{RUN}/generations/{{model}}/{{objective}}/{{sampler}}/{{benchmark}}.jsonl",
-        provenance=f"{RUN}/generations/{{model}}/{{objective}}/{{sampler}}/{{benchmark}}.jsonl.provenance.json",
+        generations=f"{RUN}/generations/{{model}}/{{arm}}/{{sampler}}/{{benchmark}}.jsonl",
+        provenance=f"{RUN}/generations/{{model}}/{{arm}}/{{sampler}}/{{benchmark}}.jsonl.provenance.json",
     params:
         settings=lambda wc: arg(BENCHMARKS[wc.benchmark]),
         sampler=lambda wc: arg(SAMPLERS[wc.sampler]),
@@ -15,7 +15,7 @@ rule decode:
     resources:
         gpu=RUNTIME.gpus,
     log:
-        f"{RUN}/logs/decode/{{model}}/{{objective}}/{{sampler}}/{{benchmark}}.log",
+        f"{RUN}/logs/decode/{{model}}/{{arm}}/{{sampler}}/{{benchmark}}.log",
     conda:
         CONDA_ENV
     shell:

@@ -1,6 +1,8 @@
 rule report:
     input:
-        SCORE_FILES,
+        scores=SCORE_FILES,
+        timings=TIMING_FILES,
+        likelihood=LIKELIHOOD_FILES,
     output:
         report(f"{REPORT_DIR}/summary.csv", category="Tables", caption="../report/summary.rst"),
         report(f"{REPORT_DIR}/table1.csv", category="Tables", caption="../report/table1.rst"),
@@ -12,6 +14,12 @@ rule report:
         [f"{REPORT_DIR}/speedup_{b}.pdf" for b in BENCHMARKS],
         [report(f, category="Figures", caption="../report/figure1.rst") if f.endswith(".png") else f
          for f in FIGURE1_FILES],
+        [
+            report(f"{REPORT_DIR}/{stem}.png", category="Figures", caption="../report/figures.rst")
+            for stem in PAPER_FIGURES
+        ],
+        [f"{REPORT_DIR}/{stem}.pdf" for stem in PAPER_FIGURES],
+        [report(f, category="Tables", caption="../report/table2.rst") if f.endswith(".csv") else f for f in TABLE2_FILES],
     params:
         paper=str(PAPER_TABLE),
         bases=arg(PAPER_BASES),
@@ -21,4 +29,5 @@ rule report:
     conda:
         CONDA_ENV
     shell:
-        "python -m sbd_core report --scores {input} --paper-table {params.paper} --paper-bases {params.bases:q} --out {params.out} > {log} 2>&1"
+        "python -m sbd_core report --scores {input.scores} --timing {input.timings} --likelihood {input.likelihood}"
+        " --paper-table {params.paper} --paper-bases {params.bases:q} --out {params.out} > {log} 2>&1"

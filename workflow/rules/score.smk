@@ -1,17 +1,17 @@
 rule score:
     input:
-        generations=f"{RUN}/generations/{{model}}/{{objective}}/{{sampler}}/{{benchmark}}.jsonl",
-        provenance=f"{RUN}/generations/{{model}}/{{objective}}/{{sampler}}/{{benchmark}}.jsonl.provenance.json",
+        generations=f"{RUN}/generations/{{model}}/{{arm}}/{{sampler}}/{{benchmark}}.jsonl",
+        provenance=f"{RUN}/generations/{{model}}/{{arm}}/{{sampler}}/{{benchmark}}.jsonl.provenance.json",
         test=f"{RUN}/benchmarks/{{benchmark}}_test.jsonl",
     output:
-        f"{RUN}/scores/{{model}}/{{objective}}/{{sampler}}/{{benchmark}}.json",
+        f"{RUN}/scores/{{model}}/{{arm}}/{{sampler}}/{{benchmark}}.json",
     params:
         settings=lambda wc: arg(BENCHMARKS[wc.benchmark]),
-        names=lambda wc: arg({"model": wc.model, "objective": wc.objective, "sampler": wc.sampler}),
-        work=lambda wc: f"{RUN}/tmp/score/{wc.model}/{wc.objective}/{wc.sampler}/{wc.benchmark}",
+        names=lambda wc: arg(score_names(wc)),
+        work=lambda wc: f"{RUN}/tmp/score/{wc.model}/{wc.arm}/{wc.sampler}/{wc.benchmark}",
     threads: 1
     log:
-        f"{RUN}/logs/score/{{model}}/{{objective}}/{{sampler}}/{{benchmark}}.log",
+        f"{RUN}/logs/score/{{model}}/{{arm}}/{{sampler}}/{{benchmark}}.log",
     conda:
         CONDA_ENV
     shell:

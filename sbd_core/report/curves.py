@@ -1,0 +1,111 @@
+"""The paper's Figures 5, 12 and 13: accuracy against mean NFE per problem, one panel per task (a row per model), one
+colour per training budget, from score files alone.
+
+* ``figure5``: the SBD arm with the EB-Sampler (entropy proxy) over its gammas, one curve per budget (the final model
+  and each ``finetune.eval_at_steps`` checkpoint), and the NTP arm of the same budget as its AR point (a star).
+* ``figure12``: EB with the entropy proxy (solid) against Fast-dLLM's factor rule over f (dashed), per budget.
+* ``figure13``: EB with the confidence proxy (solid) against the factor rule (dashed), per budget.
+
+A figure is drawn when the SBD arm was decoded with every family it needs (:func:`.plan.planned_figures`); the
+workflow lists the same files from its sampler grid. With several fine-tune seeds each point is the mean over seeds.
+"""
+
+from __future__ import annotations
+
+import io
+import textwrap
+
+import pandas as pd
+
+from .figures import FIG_DPI, MIN_SPAN
+from .plan import FIGURES
+from .seeds import seed_means
+from .tables import benchmark_order
+
+TITLES = {"figure5": "SBD (EB, entropy proxy) vs NTP across training budgets",
+          "figure12": "EB (entropy proxy) vs Fast-dLLM factor rule",
+          "figure13": "EB (confidence proxy) vs Fast-dLLM factor rule"}
+SBD_OBJECTIVE = "sbd"
+PANEL_IN = (4.4, 3.6)  # inches per panel
+LEGEND_IN = 2.6  # inches for the legend, right of the panels
+STYLES = ("-", "--", ":")
+MARKERS = ("o", "s", "^")
+
+
+def sbd_families(summary: pd.DataFrame) -> set[str]:
+    """The solver families of the SBD arm's block-sampler rows in a summary."""
+    rows = summary[(summary["objective"] == SBD_OBJECTIVE) & (summary["sampler"] != "ntp")]
+    return set(rows["family"])
+
+
+def budget_label(steps: int, final: int) -> str:
+    """``1,125 steps``; the final budget says so (``0``: a model whose steps its score files do not record)."""
+    if steps == 0:
+        return "final model"
+    return f"{steps:,} steps" + (" (final)" if steps == final else "")
+
+
+def figure_bytes(summary: pd.DataFrame, stem: str) -> dict[str, bytes]:
+    """Draw figure ``stem`` (a key of :data:`FIGURES`) from a summary; return {'png': ..., 'pdf': ...}."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    means = seed_means(summary)
+    models = sorted(means["model"].unique())
+    benchmarks = benchmark_order(means["benchmark"].unique())
+    fig = Figure(figsize=(PANEL_IN[0] * len(benchmarks) + LEGEND_IN, PANEL_IN[1] * len(models) + 0.5), dpi=FIG_DPI,
+                 layout="constrained")
+    axes = fig.subplots(len(models), len(benchmarks), squeeze=False)
+    for r, model in enumerate(models):
+        for c, bench in enumerate(benchmarks):
+            ax = axes[r][c]
+            rows = means[(means["model"] == model) & (means["benchmark"] == bench)]
+            _panel(ax, rows, FIGURES[stem])
+            _accuracy_span(ax, rows)
+            ax.set_title(bench if len(models) == 1 else f"{model}: {bench}", fontsize=10)
+            ax.set_xlabel("mean NFE per problem")
+            ax.set_ylabel("accuracy (%)")
+            ax.grid(True, alpha=0.3)
+    seeds = int(means["n_seeds"].max()) if len(means) else 1
+    title = TITLES[stem] + (f" (mean over {seeds} fine-tune seeds)" if seeds > 1 else "")
+    fig.suptitle("\n".join(textwrap.wrap(title, width=int(12 * fig.get_figwidth()))), fontsize=10)
+    legend = {}  # label -> handle, over every panel (a budget may lack a family on one task)
+    for ax in axes.flat:
+        legend.update(zip(*reversed(ax.get_legend_handles_labels())))
+    if legend:
+        fig.legend(list(legend.values()), list(legend), loc="outside right center", fontsize=8, frameon=False)
+    out = {}
+    for fmt in ("png", "pdf"):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=FIG_DPI)
+        out[fmt] = buf.getvalue()
+    return out
+
+
+def _accuracy_span(ax, rows: pd.DataFrame) -> None:
+    """At least MIN_SPAN points of accuracy on the axis, so a one-problem difference does not fill the panel."""
+    accuracy = 100 * rows["accuracy"].dropna()
+    if len(accuracy):
+        top, bottom = float(accuracy.max()), float(accuracy.min())
+        ax.set_ylim(max(-1.0, min(bottom, top - MIN_SPAN) - 1.0), min(101.0, max(top, bottom + MIN_SPAN) + 1.0))
+
+
+def _panel(ax, rows: pd.DataFrame, families: tuple[str, ...]) -> None:
+    """One task: per budget (a colour), each family's points sorted by mean NFE, and the NTP arm's AR point."""
+    budgets = sorted(rows["train_steps"].unique())
+    final = max(budgets) if budgets else 0
+    for b, steps in enumerate(budgets):
+        colour = f"C{b % 10}"  # matplotlib's default colour cycle: one colour per budget
+        label = budget_label(int(steps), int(final))
+        at = rows[rows["train_steps"] == steps]
+        for f, family in enumerate(families):
+            pts = at[(at["objective"] == SBD_OBJECTIVE) & (at["family"] == family)].sort_values("mean_nfe")
+            if len(pts):
+                ax.plot(pts["mean_nfe"], 100 * pts["accuracy"], linestyle=STYLES[f % len(STYLES)],
+                        marker=MARKERS[f % len(MARKERS)], color=colour, markersize=5, label=f"{label}: SBD, {family}")
+        ntp = at[(at["objective"] == "ntp") & (at["sampler"] == "ntp")]
+        if len(ntp):
+            ax.plot(ntp["mean_nfe"], 100 * ntp["accuracy"], linestyle="none", marker="*", markersize=13,
+                    color=colour, markeredgecolor="black", label=f"{label}: NTP (AR)")

@@ -1,0 +1,135 @@
+"""The report's intervals, paired differences, seeds, training budgets and Figures 5, 12, 13, from hand-made score
+files with per-problem verdicts."""
+
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+from test_report import score_dict
+
+from sbd_core.report import ScoreFileError, build_report, load_scores, png_size, summarize, table1
+from sbd_core.report.curves import _panel
+from sbd_core.report.plan import planned_figures
+from sbd_core.report.differences import differences
+from sbd_core.report.seeds import seed_means
+from sbd_core.report.stats import wilson_interval
+from sbd_core.samplers import sampler_spec
+
+
+def scored(root: Path, objective, solver, params, verdicts, nfe, seed=0, steps=100, benchmark="math",
+           ids=None) -> Path:
+    """A score file with ``per_problem`` verdicts (one NFE value per problem, 0.1 s of wall time each)."""
+    tag = sampler_spec(solver, **params)["tag"]
+    ids = ids or [f"{benchmark}/{i}" for i in range(len(verdicts))]
+    data = score_dict(objective, tag, solver, params, benchmark, sum(verdicts) / len(verdicts), nfe * len(verdicts),
+                      wall=0.1 * len(verdicts))
+    data.update(n_problems=len(verdicts), train_seed=seed, train_steps=steps,
+                per_problem={i: {"correct": bool(v), "nfe": nfe, "wall_time_s": 0.1} for i, v in zip(ids, verdicts)})
+    path = root / f"{objective}_{tag}_{benchmark}_s{seed}_{steps}.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+NTP_VERDICTS = [1] * 9 + [0]
+
+
+def one_seed(root: Path, seed=0, steps=100, sbd=None) -> list[Path]:
+    return [scored(root, "ntp", "ntp", {}, NTP_VERDICTS, 20, seed, steps),
+            scored(root, "sbd", "ntp", {}, NTP_VERDICTS, 20, seed, steps),
+            scored(root, "sbd", "eb", {"gamma": 0.1}, sbd or [1] * 5 + [0] * 5, 5, seed, steps)]
+
+
+def test_summary_intervals_and_paired_columns(tmp_path):
+    s = summarize(load_scores(one_seed(tmp_path))).set_index("sampler")
+    ntp = s[s["objective"] == "ntp"].iloc[0]
+    assert (ntp["accuracy_lo"], ntp["accuracy_hi"]) == pytest.approx(wilson_interval(9, 10))
+    assert (ntp["nfe_speedup_lo"], ntp["nfe_speedup_hi"]) == (1.0, 1.0) and pd.isna(ntp["diff_vs_ntp"])
+    eb = s.loc["eb-entropy-g0.1"]
+    assert eb["diff_vs_ntp"] == pytest.approx(-0.4) and (eb["n_better"], eb["n_worse"]) == (0, 4)
+    assert eb["mcnemar_p"] == pytest.approx(2 / 16)  # b = 0, c = 4: 2 * P(X = 0 | n = 4)
+    assert eb["diff_hi"] < 0 and eb["accuracy_verdict"] == "lower"  # P(no loser drawn) = 0.6^10 < 2.5%
+    assert (eb["nfe_speedup"], eb["nfe_speedup_lo"], eb["nfe_speedup_hi"]) == (4.0, 4.0, 4.0)
+    same = s[(s["objective"] == "sbd") & (s.index == "ntp")].iloc[0]
+    assert (same["diff_lo"], same["diff_hi"], same["accuracy_verdict"]) == (0.0, 0.0, "same accuracy")
+
+
+def test_report_words_follow_the_paired_intervals(tmp_path):
+    files = build_report(one_seed(tmp_path), paper_table=None)
+    csv = pd.read_csv(io.BytesIO(files["summary.csv"]))
+    for col in ("accuracy_lo", "accuracy_hi", "diff_vs_ntp", "diff_lo", "diff_hi", "mcnemar_p", "nfe_speedup_lo",
+                "nfe_speedup_hi", "wall_speedup_lo", "wall_speedup_hi", "train_seed", "train_steps"):
+        assert col in csv.columns, col
+    md = files["report.md"].decode()
+    lines = {line.split(" | ")[2]: line for line in md.splitlines() if line.startswith("| tiny | sbd |")}
+    assert "-40.0 [" in lines["eb-entropy-g0.1"] and "lower by 40.0 pt" in lines["eb-entropy-g0.1"]
+    assert "same accuracy" not in lines["eb-entropy-g0.1"] and "same accuracy" in lines["ntp"]
+    assert "**math**: 10 problems" in md and "problems** at the largest discordance rate" in md
+    lo, hi = wilson_interval(9, 10)
+    cell = f"90.0 [{100 * lo:.1f}, {100 * hi:.1f}] (1.00x [1.00, 1.00], wall 1.00x [1.00, 1.00])"
+    assert cell in files["table1.md"].decode()
+
+
+def test_seeds_pair_within_a_seed_and_tables_give_mean_and_spread(tmp_path):
+    paths = one_seed(tmp_path, seed=0) + one_seed(tmp_path, seed=1, sbd=NTP_VERDICTS)
+    summary = summarize(load_scores(paths))
+    t = table1(summary)
+    eb = t[t["sampler"] == "eb-entropy-g0.1"]
+    assert list(eb["seed"]) == [0, 1, "mean \u00b1 sd"]
+    # accuracies 50 and 90; both seeds 4x fewer forwards, the same wall time per problem
+    assert eb.iloc[2]["math"] == "70.0 \u00b1 28.3 (4.00x \u00b1 0.00, wall 1.00x \u00b1 0.00)"
+    d = differences(summary)
+    mean_row = d[(d["sampler"] == "eb-entropy-g0.1") & (d["seed"] == "mean \u00b1 sd")].iloc[0]
+    assert mean_row["math"] == "-20.0 \u00b1 28.3 pt; lower in 1 of 2 seeds, same accuracy in 1"
+    seed1 = d[(d["sampler"] == "eb-entropy-g0.1") & (d["seed"] == "1")].iloc[0]
+    assert seed1["math"].startswith("+0.0 [+0.0, +0.0] pt")
+
+
+def test_table1_shows_the_final_budget_and_figure5_every_budget(tmp_path):
+    paths = one_seed(tmp_path, steps=100) + one_seed(tmp_path, steps=50, sbd=[1] * 2 + [0] * 8)
+    paths.append(scored(tmp_path, "sbd", "eb", {"gamma": 1.0}, [1] * 4 + [0] * 6, 3, steps=50))
+    files = build_report(paths, paper_table=None)
+    t = pd.read_csv(io.BytesIO(files["table1.csv"]))
+    assert list(t["sampler"]) == ["ntp", "ntp", "eb-entropy-g0.1"]  # the 50-step checkpoints are not in Table 1
+    assert t.iloc[2]["math"].startswith("50.0 [")
+    assert png_size(files["figure5.png"])[0] > 0 and files["figure5.pdf"].startswith(b"%PDF")
+    assert "figure12.png" not in files and "![figure5](figure5.png)" in files["report.md"].decode()
+    ax = Figure().add_subplot()
+    _panel(ax, seed_means(summarize(load_scores(paths))), ("eb-entropy",))
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert set(lines) == {"50 steps: SBD, eb-entropy", "50 steps: NTP (AR)", "100 steps (final): SBD, eb-entropy",
+                          "100 steps (final): NTP (AR)"}
+    curve = lines["50 steps: SBD, eb-entropy"]
+    assert list(curve.get_xdata()) == [3.0, 5.0] and list(curve.get_ydata()) == [40.0, 20.0]  # sorted by mean NFE
+    assert list(lines["100 steps (final): NTP (AR)"].get_xdata()) == [20.0]
+
+
+def test_figures_12_and_13_compare_eb_proxies_with_the_factor_rule(tmp_path):
+    paths = one_seed(tmp_path)
+    paths.append(scored(tmp_path, "sbd", "factor", {"f": 1.0}, [1] * 7 + [0] * 3, 4))
+    paths.append(scored(tmp_path, "sbd", "eb", {"gamma": 0.1, "proxy": "confidence"}, [1] * 6 + [0] * 4, 4))
+    files = build_report(paths, paper_table=None)
+    for stem in ("figure5", "figure12", "figure13"):
+        assert png_size(files[f"{stem}.png"])[1] > 0 and files[f"{stem}.pdf"].startswith(b"%PDF"), stem
+    assert planned_figures({"eb-entropy"}) == ["figure5"]
+    assert planned_figures({"factor", "eb-confidence", "ntp"}) == ["figure13"]
+    assert planned_figures({"eb-entropy", "eb-confidence", "factor"}) == ["figure5", "figure12", "figure13"]
+
+
+def test_files_with_other_problems_are_named(tmp_path):
+    paths = one_seed(tmp_path)
+    paths[2] = scored(tmp_path, "sbd", "eb", {"gamma": 0.1}, [1] * 5 + [0] * 5, 5,
+                      ids=[f"math/{i}" for i in range(1, 11)])
+    with pytest.raises(ScoreFileError, match=r"eb-entropy-g0\.1_math_s0_100\.json and .*ntp_ntp_math_s0_100\.json"):
+        build_report(paths, paper_table=None)
+
+
+def test_verdicts_must_give_the_files_accuracy(tmp_path):
+    path = scored(tmp_path, "ntp", "ntp", {}, NTP_VERDICTS, 20)
+    data = json.loads(path.read_text())
+    data["accuracy"] = 1.0
+    path.write_text(json.dumps(data))
+    with pytest.raises(ScoreFileError, match="per_problem verdicts"):
+        load_scores([path])
