@@ -174,6 +174,15 @@ def test_peers_are_rows_of_the_ntp_arm_named_in_words(tmp_path):
     assert not [label for label in labels if label.startswith("ntp model")]
     md = build_report(write_scores(tmp_path, RUNS + PEER_RUNS), paper_table=None)["report.md"].decode()
     assert "NTP / prompt lookup (10)" in md and "**Peers**" in md
+    section = md.split("## Peers: what SBD buys over a free speedup\n")[1].split("\n## ")[0]
+    math_rows = [line for line in section.splitlines() if line.startswith(f"| {MODEL} | math |")]
+    runs = [line.split(" | ")[2] for line in math_rows]
+    assert runs[:3] == ["NTP / NTP", "NTP / HF generate", "NTP / prompt lookup (10)"]  # then the block decoders
+    assert runs[3:] and all(label.startswith("SBD / ") for label in runs[3:]) and "SBD / NTP" not in runs
+    # accuracy, tokens per forward, NFE x, wall x (batch), latency x (no latency run), tokens/s (1000 tokens in 20 s)
+    assert math_rows[2].endswith("| NTP / prompt lookup (10) | 80.0 | 1.60 | 1.60x | 0.50x (8) | - | 50 |")
+    plain = build_report(write_scores(tmp_path / "plain", RUNS), paper_table=None)["report.md"].decode()
+    assert "## Peers" not in plain  # no peer decoded: no section
 
 
 def test_report_lists_recipe_departures(tmp_path):
