@@ -32,8 +32,8 @@ from tqdm.auto import tqdm
 from transformers import DynamicCache
 
 from .engine import FastDecoder
-from .generation import (DecodeConfig, Generation, cut_at_stop, encode_prompt, find_stop, never_generated_ids,
-                         resolve_eos)
+from .generation import (DecodeConfig, Generation, cut_at_stop, encode_prompt, never_generated_ids, resolve_eos,
+                         stop_point)
 from .mask_token import mask_token_id
 from .masking import backend_mask
 from .solvers import exclude_tokens, get_solver
@@ -240,23 +240,12 @@ class BlockDecoder:
         tokens = st.tokens[row]
         start = len(tokens)
         tokens.extend(new)
-        eos = next((start + i for i, t in enumerate(new) if t in self.eos), None)
-        scan_end = len(tokens) if eos is None else eos  # a stop string ending before the EOS wins
-        found = self._find_stop(tokens[:scan_end], start) if self._stop_window else None
-        if found is not None:
-            keep, reason = found, "stop_string"
-        elif eos is not None:
-            keep, reason = eos + 1, "eos"
-        elif len(tokens) >= max_new:
-            keep, reason = max_new, "length"
-        else:
+        stop = stop_point(self.tokenizer, tokens, start, self.eos, self.config.stop_strings, self._stop_window, max_new)
+        if stop is None:
             return False
-        st.done[row], st.keep[row], st.reason[row] = True, keep, reason
+        st.done[row] = True
+        st.keep[row], st.reason[row] = stop
         return True
-
-    def _find_stop(self, tokens: list[int], start: int) -> int | None:
-        """Smallest token count whose text contains a stop string, looking only at text that ends after ``start``."""
-        return find_stop(self.tokenizer, tokens, start, self.config.stop_strings, self._stop_window)
 
     def _drop_finished(self, st: _Batch, last: torch.Tensor) -> torch.Tensor:
         """Remove finished rows from the batch and the cache (at most once per block)."""

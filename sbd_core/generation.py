@@ -108,6 +108,24 @@ def encode_prompt(tokenizer, prompt, add_special_tokens: bool, context: int | No
     return ids
 
 
+def stop_point(tokenizer, tokens: list[int], start: int, eos_ids, stop_strings, window: int,
+               max_new: int) -> tuple[int, str] | None:
+    """Where a generation stops once its tokens grew from ``start`` to ``len(tokens)``: ``(tokens kept, reason)`` at the
+    end of the first stop string (``stop_string``; one ending before the first new EOS wins), else at the first new EOS
+    (``eos``, kept), else at ``max_new`` tokens (``length``); None while it goes on. ``window`` as :func:`find_stop`
+    (0: no stop strings)."""
+    eos = next((i for i in range(start, len(tokens)) if tokens[i] in eos_ids), None)
+    scan_end = len(tokens) if eos is None else eos
+    found = find_stop(tokenizer, tokens[:scan_end], start, stop_strings, window) if window else None
+    if found is not None:
+        return found, "stop_string"
+    if eos is not None:
+        return eos + 1, "eos"
+    if len(tokens) >= max_new:
+        return max_new, "length"
+    return None
+
+
 def find_stop(tokenizer, tokens: list[int], start: int, stop_strings, window: int) -> int | None:
     """Smallest token count whose text contains one of ``stop_strings``, looking only at text that ends after token
     ``start``; ``window`` is the longest stop string's length (a token decodes to >= 1 character, so the last

@@ -1,15 +1,19 @@
 """Decoding setups ("samplers"): the one vocabulary of the workflow config, lm-eval's ``model_args`` and the report.
 
-A sampler is ``ntp`` (next-token decoding: one causal token per forward, greedy unless it samples) or one of the block
-solvers of :data:`sbd_core.solvers.SOLVERS` used in SBD mode. Its spec is a plain dict::
+A sampler is ``ntp`` (next-token decoding: one causal token per forward, greedy unless it samples), one of the block
+solvers of :data:`sbd_core.solvers.SOLVERS` used in SBD mode, or a training-free peer of :data:`PEERS` (Hugging Face
+``generate``, greedy or with prompt lookup; :mod:`sbd_core.peers`), which the workflow decodes on the NTP arm only.
+Its spec is a plain dict::
 
-    {"mode": "ntp" | "sbd", "solver": "ntp" | solver name, "params": {...resolved, defaults included},
-     "family": report family ("ntp", "eb-entropy", "eb-confidence", "confidence_threshold", ...),
-     "tag": run name ("ntp", "eb-entropy-g0.1", ...)}
+    {"mode": "ntp" | "sbd" | "hf", "solver": "ntp" | solver name | peer name,
+     "params": {...resolved, defaults included},
+     "family": report family ("ntp", "eb-entropy", "confidence_threshold", "hf-generate", "prompt-lookup", ...),
+     "tag": run name ("ntp", "eb-entropy-g0.1", "hf-generate", "prompt-lookup-10", ...)}
 
-``ntp`` takes only the sampling parameters every solver has (``temperature``, ``seed``). The workflow config lists
-samplers with one value or a list of values per parameter; :func:`expand_samplers` turns that into one entry per
-setting, keyed by tag, so each setting is its own decode job (changing one threshold reruns only it).
+``ntp`` takes only the sampling parameters every solver has (``temperature``, ``seed``); the peers are greedy and take
+only their own parameters. The workflow config lists samplers with one value or a list of values per parameter;
+:func:`expand_samplers` turns that into one entry per setting, keyed by tag, so each setting is its own decode job
+(changing one threshold reruns only it). :func:`build_decoder` is the one place a spec picks its decoder.
 """
 
 from __future__ import annotations
@@ -20,7 +24,18 @@ from .errors import UserError, user_input
 from .solvers import COMMON_PARAMS, SOLVER_NAMES, describe_solvers, get_solver
 
 NTP = "ntp"
-SAMPLER_NAMES = (NTP,) + SOLVER_NAMES
+PEER_MODE = "hf"  # the training-free peers: Hugging Face generate on the NTP arm (sbd_core.peers)
+#: The training-free peers: {name: {"summary", "params": {param: default}}} (every peer default lives here).
+PEERS = {
+    "hf_generate": {"summary": "Hugging Face generate, greedy: the baseline a user would pick (the tokens of ntp)",
+                    "params": {}},
+    "prompt_lookup": {"summary": "prompt-lookup decoding (transformers' prompt_lookup_num_tokens), greedy, batch 1: "
+                                 "each forward verifies up to `tokens` draft tokens copied from the text after an "
+                                 "earlier match of the last n-gram (n <= max_matching_ngram_size)",
+                      "params": {"tokens": 10, "max_matching_ngram_size": 2}},
+}
+PEER_NAMES = tuple(PEERS)
+SAMPLER_NAMES = (NTP,) + SOLVER_NAMES + PEER_NAMES
 DEFAULT_SBD_SOLVER = "eb"
 _NTP_SOLVER = "left_to_right"  # NTP feeds a one-position block: the rule only picks that position's token
 
@@ -30,7 +45,7 @@ def describe_samplers() -> dict[str, dict]:
     solvers = describe_solvers()
     ntp_params = {key: solvers[_NTP_SOLVER]["params"][key] for key in COMMON_PARAMS}
     ntp = {"summary": "next-token decoding: one token per forward, greedy at temperature 0", "params": ntp_params}
-    return {NTP: ntp, **solvers}
+    return {NTP: ntp, **solvers, **{name: {**peer, "params": dict(peer["params"])} for name, peer in PEERS.items()}}
 
 
 def sampler_spec(name: str, **params) -> dict:
@@ -44,24 +59,74 @@ def sampler_spec(name: str, **params) -> dict:
         resolved = {key: solver.params[key] for key in COMMON_PARAMS}
         tag = NTP + solver.rule.sampling_tag  # "ntp", or "ntp-t0.7-s1" when sampling
         return {"mode": "ntp", "solver": NTP, "params": resolved, "family": NTP, "tag": tag}
+    if name in PEERS:
+        return _peer_spec(name, params)
     if name not in SOLVER_NAMES:
         raise ValueError(f"unknown sampler {name!r}; valid names: {SAMPLER_NAMES}")
     solver = get_solver(name, **params)
     return {"mode": "sbd", "solver": name, "params": solver.params, "family": solver.family, "tag": solver.tag}
 
 
+def _peer_spec(name: str, params: dict) -> dict:
+    """The spec of a training-free peer: its integer parameters (>= 1) over the defaults of :data:`PEERS`."""
+    defaults = PEERS[name]["params"]
+    extra = sorted(set(params) - set(defaults))
+    if extra:
+        raise ValueError(f"the {name} sampler (a training-free peer, greedy) takes only {list(defaults)}, got {extra}")
+    resolved = {**defaults, **params}
+    for key, value in resolved.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{key} must be an int >= 1, got {value!r}")
+    if name == "hf_generate":
+        family = tag = "hf-generate"
+    else:
+        family, ngram = "prompt-lookup", resolved["max_matching_ngram_size"]
+        tag = f"prompt-lookup-{resolved['tokens']}" + ("" if ngram == defaults["max_matching_ngram_size"] else
+                                                        f"-ng{ngram}")
+    return {"mode": PEER_MODE, "solver": name, "params": resolved, "family": family, "tag": tag}
+
+
+def sampler_label(spec: dict) -> str:
+    """A reader's name for a sampler spec: ``NTP``, ``EB γ=0.1``, ``HF generate``, ``prompt lookup (10)``; other
+    solvers (and settings it has no words for) by their tag."""
+    params, tag, solver = spec.get("params") or {}, spec["tag"], spec["solver"]
+    if solver == NTP:
+        return "NTP" + (f" ({tag[len(NTP) + 1:]})" if tag != NTP else "")
+    if solver == "hf_generate":
+        return "HF generate"
+    if solver == "prompt_lookup":
+        defaults = PEERS["prompt_lookup"]["params"]
+        tokens, ngram = (params.get(key, defaults[key]) for key in ("tokens", "max_matching_ngram_size"))
+        return f"prompt lookup ({tokens}" + ("" if ngram == defaults["max_matching_ngram_size"] else
+                                              f", {ngram}-grams") + ")"
+    gamma, proxy = params.get("gamma"), params.get("proxy")
+    if solver == "eb" and gamma is not None and tag == f"eb-{proxy}-g{gamma:g}":
+        return f"EB \u03b3={gamma:g}" + ("" if proxy == "entropy" else f" ({proxy})")
+    return tag
+
+
+def decode_mode(spec: dict) -> str:
+    """The :class:`sbd_core.generation.DecodeConfig` mode a spec decodes in: ``sbd`` for the block solvers, ``ntp`` for
+    NTP decoding and the peers (one causal stream, no mask token)."""
+    return "sbd" if spec["mode"] == "sbd" else NTP
+
+
 def sampler_name(mode: str | None = None, solver: str | None = None) -> str:
     """The sampler named by lm-eval style arguments: ``solver=ntp`` and ``mode=ntp`` both mean NTP decoding,
-    ``mode=sbd`` (or no mode) with ``solver=NAME`` a block solver (default ``eb``); contradictions are errors."""
-    if mode not in (None, "sbd", NTP):
-        raise ValueError(f"mode must be 'sbd' or 'ntp', got {mode!r}")
+    ``mode=sbd`` (or no mode) with ``solver=NAME`` a block solver (default ``eb``), ``mode=hf`` (or no mode) with a
+    peer (default ``hf_generate``); contradictions are errors."""
+    if mode not in (None, "sbd", NTP, PEER_MODE):
+        raise ValueError(f"mode must be 'sbd', 'ntp' or 'hf', got {mode!r}")
     if mode == NTP and solver not in (None, NTP):
         raise ValueError(f"mode='ntp' contradicts solver={solver!r}: NTP decoding uses no block solver "
                          "(drop solver, or use solver=ntp alone)")
-    if mode == "sbd" and solver == NTP:
-        raise ValueError("mode='sbd' contradicts solver='ntp' (NTP decoding); use mode=ntp or a block solver, "
-                         f"one of {SOLVER_NAMES}")
-    return NTP if mode == NTP else solver or DEFAULT_SBD_SOLVER
+    if mode == "sbd" and solver in (NTP, *PEER_NAMES):
+        raise ValueError(f"mode='sbd' contradicts solver={solver!r}; use a block solver, one of {SOLVER_NAMES}")
+    if mode == PEER_MODE and solver not in (None, *PEER_NAMES):
+        raise ValueError(f"mode='hf' contradicts solver={solver!r}; use a training-free peer, one of {PEER_NAMES}")
+    if mode == NTP:
+        return NTP
+    return solver or (PEER_NAMES[0] if mode == PEER_MODE else DEFAULT_SBD_SOLVER)
 
 
 def expand_samplers(entries: list[dict]) -> dict[str, dict]:
@@ -113,7 +178,24 @@ def checked_sampler(spec: dict) -> dict:
 
 
 def build_solver(spec: dict):
-    """The solver callable for a sampler spec (NTP decoding: the next token, greedy or sampled)."""
+    """The solver callable for a sampler spec (NTP decoding: the next token, greedy or sampled); the peers have none."""
+    if spec["mode"] == PEER_MODE:
+        raise ValueError(f"sampler {spec['tag']!r} is a training-free peer (Hugging Face generate): it has no block "
+                         "solver; build_decoder gives its decoder")
     if spec["mode"] == NTP:
         return get_solver(_NTP_SOLVER, **spec["params"])
     return get_solver(spec["solver"], **spec["params"])
+
+
+def build_decoder(model, tokenizer, config, spec: dict):
+    """The decoder of a sampler spec: :class:`sbd_core.peers.PeerDecoder` for a peer, else
+    :class:`sbd_core.decode.BlockDecoder` with the spec's solver; ``config`` is a DecodeConfig in the spec's
+    :func:`decode_mode`. (Imported here, not at the top: the workflow and the report read this module without
+    loading transformers.)"""
+    if spec["mode"] == PEER_MODE:
+        from .peers import PeerDecoder
+
+        return PeerDecoder(model, tokenizer, config, spec)
+    from .decode import BlockDecoder
+
+    return BlockDecoder(model, tokenizer, config, build_solver(spec))

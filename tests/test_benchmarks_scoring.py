@@ -196,14 +196,14 @@ def test_sbd_model_renders_chats_and_encodes_one_bos(chat_ckpt, monkeypatch):
     seen = {}
 
     class Recorder:
-        def __init__(self, model, tokenizer, config, solver):
+        def __init__(self, model, tokenizer, config, spec):
             self.config = config
 
         def generate(self, prompts, progress=False):
             seen.update({p: self.config.add_special_tokens for p in prompts})
             return [Generation("x", [5], 1, "length", 0.0) for _ in prompts]
 
-    monkeypatch.setattr(lm_eval_model, "BlockDecoder", Recorder)
+    monkeypatch.setattr(lm_eval_model, "build_decoder", Recorder)
     requests = [Instance("generate_until", {}, (text, {"max_gen_toks": 1}), 0) for text in (chat, "Question: 1")]
     assert lm.generate_until(requests, disable_tqdm=True) == ["x", "x"]
     assert seen == {chat: False, "Question: 1": True}

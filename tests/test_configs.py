@@ -89,6 +89,24 @@ def test_seeds_and_training_budgets_are_wildcards_of_the_dag(tmp_path):
     assert len(scores) == 1 and '"train_seed": 1, "train_steps": 2' in scores[0]
 
 
+def test_the_peers_decode_the_ntp_arm_only(tmp_path):
+    """hf_generate and prompt_lookup are planned on the NTP arm (beside its NTP decoding), the block solvers on the
+    SBD arm (beside its NTP decoding), never the other way round."""
+    config = yaml.safe_load((ROOT / "tests" / "smoke.yaml").read_text())
+    config["decode"]["samplers"] += [{"solver": "hf_generate"}, {"solver": "prompt_lookup", "tokens": 10}]
+    path = tmp_path / "peers.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = snakemake(tmp_path, "-n", "-p", "--configfile", str(path))
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    pairs = set()
+    for line in re.findall(r"^\s*wildcards: (.*)$", out.stdout, re.M):
+        job = dict(pair.split("=", 1) for pair in line.split(", "))
+        if "sampler" in job:
+            pairs.add((job["arm"], job["sampler"]))
+    assert pairs == {("ntp", "ntp"), ("ntp", "hf-generate"), ("ntp", "prompt-lookup-10"), ("sbd", "ntp"),
+                     ("sbd", "topk-4")}
+
+
 def test_the_ablation_arm_gets_its_likelihood_jobs(tmp_path):
     values = planned(tmp_path, "--config", "finetune={objectives: [ntp, sbd, sbd_no_ntp_grad]}")
     assert {f"tiny-llama/{arm}/{task}" for arm in ("ntp", "sbd", "sbd_no_ntp_grad")

@@ -104,9 +104,15 @@ def test_exports_outside_the_run_are_refused(request_for):
 def test_finetune_stage_passes_exports_and_restarts_when_they_change(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(pipeline.training, "launch", lambda request, processes, nodes: calls.append(request))
-    (tmp_path / "base").mkdir()
-    run = lambda exports: pipeline.run_finetune(tmp_path / "base", tmp_path / "packed", "sbd", {"max_steps": 5},
-                                                tmp_path / "out", tmp_path / "ckpt", exports=exports)
+    tok = char_tokenizer()
+    base = checkpoint.save(tiny_model("llama", len(tok)), tok, tmp_path / "base")
+    sources = [{"name": "math", "problems": 4}]
+    pipeline.run_data({"sources": sources}, tmp_path / "data")
+    pipeline.run_pack({"sources": sources, "packing": False, "max_length": 512}, base, tmp_path / "data",
+                      tmp_path / "packed")
+    spec = {"max_steps": 5, "max_length": 512, "allow_resize": True}
+    run = lambda exports: pipeline.run_finetune(base, tmp_path / "packed", "sbd", spec, tmp_path / "out",
+                                                tmp_path / "ckpt", exports=exports)
     run({2: tmp_path / "e2"})
     assert calls[-1]["exports"] == {"2": str(tmp_path / "e2")}
     stamp = (tmp_path / "ckpt" / "settings.sha256").read_text()

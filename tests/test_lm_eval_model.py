@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from sbd_core.benchmarks import get_benchmark
 from sbd_core.benchmarks.lm_eval_task import write_lm_eval_task
 from sbd_core.evaluation.lm_eval_model import ReplayLM, SBDLM, coerce_solver_params
 from sbd_core.mask_token import setup_mask_token
+from sbd_core.peers import PeerDecoder
 from sbd_core.solvers import get_solver
 from sbd_core.tasks import get_task
 
@@ -116,6 +118,24 @@ def test_ntp_is_one_vocabulary(ckpt):
         SBDLM(str(ckpt), solver="ntp", gamma="0.1")
     with pytest.raises(ValueError, match=r"unknown parameter 'gamma' for solver 'ntp'"):
         SBDLM(str(ckpt), mode="ntp", gamma=0.1)
+
+
+def test_peers_answer_through_generate(ckpt):
+    """``solver=hf_generate`` / ``solver=prompt_lookup`` (``mode=hf``): the training-free peers, decoded by
+    :class:`PeerDecoder` with the request's stop strings and length."""
+    lm = SBDLM(str(ckpt), mode="hf", solver="prompt_lookup", tokens="4", batch_size=2)
+    assert (lm.mode, lm.solver, lm.sampler["tag"]) == ("ntp", None, "prompt-lookup-4")
+    assert SBDLM(str(ckpt), solver="hf_generate").sampler["mode"] == "hf"
+    prompts = ["Question: 12+3\nAnswer:", "hi"]
+    config = DecodeConfig(mode="ntp", max_new_tokens=8, batch_size=2)
+    free = PeerDecoder(lm.model, lm.tokenizer, config, lm.sampler).generate(prompts)
+    stop = free[0].text[3]  # a character the first completion really produces: the cut must take effect
+    out = lm.generate_until([gen_request(p, until=[stop], max_gen_toks=8) for p in prompts], disable_tqdm=True)
+    ref = PeerDecoder(lm.model, lm.tokenizer, replace(config, stop_strings=(stop,)), lm.sampler).generate(prompts)
+    assert out == [g.text for g in ref] and out[0] == free[0].text.split(stop)[0]
+    assert [s["nfe"] for s in lm.last_stats] == [g.nfe for g in ref] and lm.last_stats[0]["stop_reason"] == "stop_string"
+    with pytest.raises(ValueError, match="mode='hf' contradicts solver='eb'"):
+        SBDLM(str(ckpt), mode="hf", solver="eb")
 
 
 def test_constructor_errors(ckpt, tmp_path):

@@ -144,6 +144,47 @@ def test_write_report_files(score_paths, tmp_path):
     assert "90.1 (2.77x)" in (out / "paper_table1.md").read_text()
 
 
+PEER_RUNS = [  # the training-free peers on the NTP arm: HF generate (the NTP arm's forwards), prompt lookup (fewer)
+    ("ntp", "hf-generate", "hf_generate", {}, {"math": (0.80, 1000, 12.5), "code": (0.50, 800, 10.0)}),
+    ("ntp", "prompt-lookup-10", "prompt_lookup", {}, {"math": (0.80, 625, 20.0), "code": (0.50, 400, 16.0)}),
+]
+
+
+def test_peers_are_rows_of_the_ntp_arm_named_in_words(tmp_path):
+    from sbd_core.report.figures import _new_axes, _plot_families, _plot_reference_points
+
+    summary = summarize(load_scores(write_scores(tmp_path, RUNS + PEER_RUNS)))
+    lookup, hf = row(summary, "prompt-lookup-10", "math", "ntp"), row(summary, "hf-generate", "code", "ntp")
+    assert (lookup["label"], lookup["mode"], lookup["family"], lookup["tokens"]) == (
+        "NTP / prompt lookup (10)", "hf", "prompt-lookup", 10)
+    assert lookup["nfe_speedup"] == pytest.approx(1000 / 625) and lookup["tokens_per_forward"] == pytest.approx(1.6)
+    assert lookup["wall_speedup"] == pytest.approx(10.0 / 20.0)
+    assert (hf["label"], hf["nfe_speedup"], hf["wall_speedup"]) == ("NTP / HF generate", 1.0, pytest.approx(0.8))
+    assert row(summary, "eb-entropy-g0.1", "math")["label"] == "SBD / EB \u03b3=0.1"
+    assert row(summary, "ntp", "math")["label"] == "SBD / NTP" and row(summary, "ntp", "math", "ntp")["mode"] == "ntp"
+    t = table1(summary)
+    assert list(t["sampler"][:4]) == ["ntp", "hf-generate", "prompt-lookup-10", "ntp"]  # the NTP arm, then SBD's
+    assert list(t["label"][:4]) == ["NTP / NTP", "NTP / HF generate", "NTP / prompt lookup (10)", "SBD / NTP"]
+    assert t.iloc[2]["math"] == "80.0 (1.60x, wall 0.50x)"
+    fig, ax = _new_axes()  # the speedup figure: the peers are points of their own, not a solver curve
+    _plot_families(ax, summary[summary["benchmark"] == "math"], "", "os")
+    _plot_reference_points(ax, summary[summary["benchmark"] == "math"], "")
+    labels = ax.get_legend_handles_labels()[1]
+    assert {"NTP / HF generate", "NTP / prompt lookup (10)"} <= set(labels)
+    assert not [label for label in labels if label.startswith("ntp model")]
+    md = build_report(write_scores(tmp_path, RUNS + PEER_RUNS), paper_table=None)["report.md"].decode()
+    assert "NTP / prompt lookup (10)" in md and "**Peers**" in md
+    section = md.split("## Peers: what SBD buys over a free speedup\n")[1].split("\n## ")[0]
+    math_rows = [line for line in section.splitlines() if line.startswith(f"| {MODEL} | math |")]
+    runs = [line.split(" | ")[2] for line in math_rows]
+    assert runs[:3] == ["NTP / NTP", "NTP / HF generate", "NTP / prompt lookup (10)"]  # then the block decoders
+    assert runs[3:] and all(label.startswith("SBD / ") for label in runs[3:]) and "SBD / NTP" not in runs
+    # accuracy, tokens per forward, NFE x, wall x (batch), latency x (no latency run), tokens/s (1000 tokens in 20 s)
+    assert math_rows[2].endswith("| NTP / prompt lookup (10) | 80.0 | 1.60 | 1.60x | 0.50x (8) | - | 50 |")
+    plain = build_report(write_scores(tmp_path / "plain", RUNS), paper_table=None)["report.md"].decode()
+    assert "## Peers" not in plain  # no peer decoded: no section
+
+
 def test_report_lists_recipe_departures(tmp_path):
     path = tmp_path / "s.json"
     path.write_text(json.dumps(score_dict("ntp", "ntp", "ntp", {}, "math", 0.5, 10,

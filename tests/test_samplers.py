@@ -1,10 +1,13 @@
-"""Samplers: one vocabulary (``ntp`` + the solver registry) for the config, lm-eval's model_args and the report."""
+"""Samplers: one vocabulary (``ntp``, the solver registry, the training-free peers) for the config, lm-eval's
+model_args and the report."""
 
 import pytest
 
 from sbd_core.samplers import (
-    NTP, SAMPLER_NAMES, build_solver, describe_samplers, expand_samplers, sampler_name, sampler_spec,
+    NTP, PEER_NAMES, SAMPLER_NAMES, build_solver, checked_sampler, decode_mode, describe_samplers, expand_samplers,
+    sampler_label, sampler_name, sampler_spec,
 )
+from sbd_core.errors import UserError
 from sbd_core.solvers import SOLVER_NAMES
 
 
@@ -16,14 +19,57 @@ def test_specs_carry_mode_solver_params_family_and_tag():
     assert eb == {"mode": "sbd", "solver": "eb", "family": "eb-confidence", "tag": "eb-confidence-g0.35",
                   "params": {"gamma": 0.35, "proxy": "confidence", "temperature": 0.0, "seed": 0}}
     assert sampler_spec("left_to_right")["family"] == "left_to_right"
-    assert SAMPLER_NAMES == (NTP,) + SOLVER_NAMES and tuple(describe_samplers()) == SAMPLER_NAMES
+    assert SAMPLER_NAMES == (NTP,) + SOLVER_NAMES + PEER_NAMES and tuple(describe_samplers()) == SAMPLER_NAMES
     assert describe_samplers()["ntp"]["params"] == {"temperature": 0.0, "seed": 0}
+
+
+def test_peer_specs_validate_their_parameters():
+    assert sampler_spec("hf_generate") == {"mode": "hf", "solver": "hf_generate", "params": {},
+                                           "family": "hf-generate", "tag": "hf-generate"}
+    assert sampler_spec("prompt_lookup") == {"mode": "hf", "solver": "prompt_lookup", "family": "prompt-lookup",
+                                             "params": {"tokens": 10, "max_matching_ngram_size": 2},
+                                             "tag": "prompt-lookup-10"}
+    assert sampler_spec("prompt_lookup", tokens=4, max_matching_ngram_size=3)["tag"] == "prompt-lookup-4-ng3"
+    assert describe_samplers()["prompt_lookup"]["params"] == {"tokens": 10, "max_matching_ngram_size": 2}
+    assert checked_sampler(sampler_spec("prompt_lookup", tokens=4)) == sampler_spec("prompt_lookup", tokens=4)
+    assert [decode_mode(sampler_spec(n)) for n in ("ntp", "eb", "hf_generate", "prompt_lookup")] == [
+        "ntp", "sbd", "ntp", "ntp"]
+    with pytest.raises(ValueError, match="training-free peer"):
+        build_solver(sampler_spec("hf_generate"))  # a peer is decoded by generate (build_decoder), not a solver
+    with pytest.raises(UserError, match="contradict"):
+        checked_sampler({**sampler_spec("prompt_lookup"), "mode": "sbd"})
+
+
+@pytest.mark.parametrize("entry, match", [
+    ({"solver": "prompt_lookup", "tokens": 0}, r"tokens must be an int >= 1, got 0"),
+    ({"solver": "prompt_lookup", "tokens": 2.5}, r"tokens must be an int >= 1, got 2.5"),
+    ({"solver": "prompt_lookup", "tokens": True}, r"tokens must be an int >= 1, got True"),
+    ({"solver": "prompt_lookup", "max_matching_ngram_size": 0}, r"max_matching_ngram_size must be an int >= 1"),
+    ({"solver": "prompt_lookup", "gamma": 0.1}, r"takes only \['tokens', 'max_matching_ngram_size'\], got \['gamma'\]"),
+    ({"solver": "hf_generate", "temperature": 0.7},
+     r"\(hf_generate\): .*greedy\) takes only \[\], got \['temperature'\]"),
+])
+def test_peer_entries_are_checked(entry, match):
+    with pytest.raises(ValueError, match=match):
+        expand_samplers([entry])
+
+
+def test_labels_name_samplers_in_words():
+    specs = expand_samplers([{"solver": "ntp"}, {"solver": "ntp", "temperature": 0.7}, {"solver": "eb", "gamma": 0.1},
+                             {"solver": "eb", "proxy": "confidence", "gamma": 0.35}, {"solver": "topk", "n": 4},
+                             {"solver": "hf_generate"}, {"solver": "prompt_lookup", "tokens": [10, 4]},
+                             {"solver": "prompt_lookup", "max_matching_ngram_size": 3}])
+    assert [sampler_label(s) for s in specs.values()] == [
+        "NTP", "NTP (t0.7-s0)", "EB \u03b3=0.1", "EB \u03b3=0.35 (confidence)", "topk-4", "HF generate",
+        "prompt lookup (10)", "prompt lookup (4)", "prompt lookup (10, 3-grams)"]
 
 
 def test_expand_sweeps_every_setting():
     samplers = expand_samplers([{"solver": "ntp"}, {"solver": "eb", "gamma": [0, 0.1]},
                                 {"solver": "confidence_threshold", "threshold": 0.9}, {"solver": "left_to_right"}])
     assert list(samplers) == ["ntp", "eb-entropy-g0", "eb-entropy-g0.1", "conf-thr-0.9", "l2r-1"]
+    peers = expand_samplers([{"solver": "hf_generate"}, {"solver": "prompt_lookup", "tokens": [4, 10]}])
+    assert list(peers) == ["hf-generate", "prompt-lookup-4", "prompt-lookup-10"]
     assert all(spec["tag"] == tag for tag, spec in samplers.items())
     assert samplers["eb-entropy-g0"]["params"]["gamma"] == 0.0
 
@@ -48,7 +94,9 @@ def test_build_solver_for_ntp_and_sbd_specs():
 
 @pytest.mark.parametrize("mode, solver, expected", [
     (None, None, "eb"), (None, "ntp", "ntp"), ("ntp", None, "ntp"), ("ntp", "ntp", "ntp"), ("sbd", None, "eb"),
-    ("sbd", "factor", "factor"), (None, "topk", "topk"),
+    ("sbd", "factor", "factor"), (None, "topk", "topk"), ("hf", None, "hf_generate"), (None, "prompt_lookup",
+                                                                                       "prompt_lookup"),
+    ("hf", "prompt_lookup", "prompt_lookup"),
 ])
 def test_sampler_name_reads_mode_and_solver(mode, solver, expected):
     assert sampler_name(mode, solver) == expected
@@ -57,7 +105,10 @@ def test_sampler_name_reads_mode_and_solver(mode, solver, expected):
 @pytest.mark.parametrize("mode, solver, match", [
     ("sbd", "ntp", "mode='sbd' contradicts solver='ntp'"),
     ("ntp", "eb", "mode='ntp' contradicts solver='eb'"),
-    ("diffusion", None, "mode must be 'sbd' or 'ntp'"),
+    ("sbd", "hf_generate", "mode='sbd' contradicts solver='hf_generate'"),
+    ("hf", "eb", "mode='hf' contradicts solver='eb'"),
+    ("ntp", "prompt_lookup", "mode='ntp' contradicts solver='prompt_lookup'"),
+    ("diffusion", None, "mode must be 'sbd', 'ntp' or 'hf'"),
 ])
 def test_sampler_name_rejects_contradictions(mode, solver, match):
     with pytest.raises(ValueError, match=match):

@@ -51,7 +51,7 @@ def test_whole_dag_produces_report_and_sane_summary(smoke):
     workdir, _, log = smoke
     counts = job_counts(log)
     assert counts == {"data": 2, "benchmark": 2, "pretrain_base": 1, "pack": 1, "finetune": 2, "decode": 6, "score": 6,
-                      "likelihood_data": 1, "likelihood": 2, "report": 1, "all": 1}
+                      "likelihood_data": 1, "likelihood": 2, "timing": 1, "report": 1, "all": 1}
     report = workdir / "results" / "smoke" / "report"
     for name in ("summary.csv", "table1.md", "table1.tex", "table1.csv", "report.md", "speedup_math.png",
                  "speedup_code.pdf", "paper_table1.md"):
@@ -191,7 +191,8 @@ def test_a_second_seed_reuses_everything_of_the_first(smoke):
     path = workdir / "seeded.yaml"
     path.write_text(yaml.safe_dump(seeded))
     dry = snakemake(workdir, "-n", "--configfile", str(path))
-    assert job_counts(dry.stdout) == {"finetune": 2, "decode": 6, "score": 6, "report": 1, "all": 1}  # seed 1 only
+    # seed 1 only: its two fine-tunes, their decodes and scores, their likelihood job each (one task)
+    assert job_counts(dry.stdout) == {"finetune": 2, "decode": 6, "score": 6, "likelihood": 2, "report": 1, "all": 1}
 
 
 def test_report_regenerates_from_existing_scores(smoke):
@@ -221,6 +222,9 @@ def test_html_report_is_self_contained(smoke):
     (lambda c: c["data"].update(sources=[{"name": "gsm8k"}]), ["scratch", "synthetic", "tiny-llama"]),
     (lambda c: c["finetune"].update(seeds=[0, 1], seed=1), ["seed or seeds"]),
     (lambda c: c["finetune"].update(eval_at_steps=[4]), ["eval_at_steps", "max_steps=4"]),
+    (lambda c: c["decode"].update(samplers=c["decode"]["samplers"] + [{"solver": "hf_generate"}],
+                                  restrict={"sbd": ["ntp", "hf-generate"]}),
+     ["decode.restrict.sbd", "hf-generate", "NTP arm only"]),
 ])
 def test_bad_config_stops_before_any_work(tmp_path, edit, words):
     config = yaml.safe_load((ROOT / "tests" / "smoke.yaml").read_text())

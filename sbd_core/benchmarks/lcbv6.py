@@ -223,7 +223,7 @@ class LiveCodeBench(Benchmark):
         """pass@1 from :func:`~sbd_core.evaluation.code.lcb_grader.evaluate_lcb`, with pass@1 per problem kind."""
         from sbd_core.evaluation.code.lcb_grader import evaluate_lcb
 
-        self._check_completions(problems, completions)
+        self.check_completions(problems, completions)
         programs = {p[ID_KEY]: extract_code(completions[p[ID_KEY]]) for p in problems}
         result = evaluate_lcb(problems, programs, Path(work_dir), test_timeout_s=settings.test_timeout_s,
                               max_tests_bytes=settings.max_tests_bytes, parallel=settings.parallel,

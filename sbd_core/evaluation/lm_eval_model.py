@@ -1,7 +1,8 @@
 """lm-eval 0.4.13 model adapters: ``sbd`` (decode with :class:`~sbd_core.decode.BlockDecoder`) and ``sbd-replay``.
 
 * ``SBDLM`` (registered as ``"sbd"``) loads a checkpoint and answers ``generate_until`` requests with SBD block
-  decoding, or NTP decoding with ``solver=ntp`` (``mode=ntp`` says the same). Sampler parameters come through
+  decoding, NTP decoding with ``solver=ntp`` (``mode=ntp`` says the same), or a training-free peer with
+  ``solver=hf_generate`` / ``solver=prompt_lookup`` (Hugging Face ``generate``, :mod:`sbd_core.peers`). Sampler parameters come through
   lm-eval's ``model_args`` string, e.g. ``"pretrained=/ckpt,solver=eb,gamma=0.1,block_size=4"``; they are converted to
   the types of the sampler's defaults (``describe_samplers()``, the vocabulary of the workflow config).
   ``loglikelihood`` / ``loglikelihood_rolling`` score with the plain causal NTP logits (SBD eq. 9a): one
@@ -34,9 +35,10 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from sbd_core import checkpoint
 from sbd_core.benchmarks.base import problem_id, read_generations
 from sbd_core.benchmarks.chat import add_special_tokens_for, render_chat
-from sbd_core.decode import BlockDecoder, DecodeConfig, cut_at_stop
+from sbd_core.decode import DecodeConfig, cut_at_stop
 from sbd_core.mask_token import mask_token_id
-from sbd_core.samplers import build_solver, describe_samplers, sampler_name, sampler_spec
+from sbd_core.samplers import (PEER_MODE, build_decoder, build_solver, decode_mode, describe_samplers, sampler_name,
+                               sampler_spec)
 
 __all__ = ["SBDLM", "ReplayLM", "MissingGenerationError", "coerce_solver_params", "request_id"]
 
@@ -160,8 +162,8 @@ class SBDLM(LM):
         super().__init__()
         name = sampler_name(mode, solver)
         self.sampler = sampler_spec(name, **coerce_solver_params(name, solver_params))
-        self.mode = self.sampler["mode"]
-        self.solver = build_solver(self.sampler)
+        self.mode = decode_mode(self.sampler)  # a peer (mode hf) decodes one causal stream, as NTP decoding does
+        self.solver = None if self.sampler["mode"] == PEER_MODE else build_solver(self.sampler)  # peers: generate
         self.block_size = _to_int("block_size", block_size)
         self.batch_size = _to_int("batch_size", batch_size)
         self.max_gen_toks = _to_int("max_gen_toks", max_gen_toks)
@@ -258,7 +260,7 @@ class SBDLM(LM):
         for (stops, max_new, special), rows in groups.items():
             config = DecodeConfig(mode=self.mode, block_size=self.block_size, max_new_tokens=max_new,
                                   stop_strings=stops, batch_size=self.batch_size, add_special_tokens=special)
-            decoder = BlockDecoder(self.model, self.tokenizer, config, self.solver)
+            decoder = build_decoder(self.model, self.tokenizer, config, self.sampler)
             gens = decoder.generate([requests[i].args[0] for i in rows], progress=not disable_tqdm)
             for i, gen in zip(rows, gens):
                 texts[i] = gen.text

@@ -81,12 +81,12 @@ def timed_decodes(decoder, prompts, repeats: int, progress: bool) -> tuple[list,
     return generations, wall_times
 
 
-def latency_run(model, tokenizer, config, solver, prompts, generations, repeats: int) -> dict:
-    """The first ``len(prompts)`` problems decoded one at a time (batch 1), fastest of ``repeats``: wall time with and
-    without the prompts' prefill, and the tokens and forwards it covers."""
-    from ..decode import BlockDecoder
+def latency_run(model, tokenizer, config, spec, prompts, generations, repeats: int) -> dict:
+    """The first ``len(prompts)`` problems decoded one at a time (batch 1) with sampler ``spec``, fastest of
+    ``repeats``: wall time with and without the prompts' prefill, and the tokens and forwards it covers."""
+    from ..samplers import build_decoder
 
-    decoder = BlockDecoder(model, tokenizer, replace(config, batch_size=1), solver)
+    decoder = build_decoder(model, tokenizer, replace(config, batch_size=1), spec)
     runs = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -109,8 +109,8 @@ def run_decode(model_dir: Path, benchmark: str, benchmark_settings: dict | None,
     ``decode_spec``: DecodeConfig keys plus ``timing_repeats`` (default 1): the problems are decoded that many times and
     the fastest wall time is recorded (short CPU decodes vary by tens of percent between runs; the fastest of a few is
     the steady figure); the generations stored are the first run's. Every input is checked before the model loads."""
-    from ..decode import BlockDecoder, DecodeConfig
-    from ..samplers import build_solver, checked_sampler
+    from ..decode import DecodeConfig
+    from ..samplers import build_decoder, checked_sampler, decode_mode
 
     bench = get_benchmark(benchmark)
     settings = bench.settings(benchmark_settings)
@@ -120,10 +120,10 @@ def run_decode(model_dir: Path, benchmark: str, benchmark_settings: dict | None,
     model, tokenizer = checkpoint.load(model_dir, runtime.device, runtime.dtype)
     prompts = [bench.prompt(p, tokenizer, settings) for p in problems]
     max_new_tokens, stops = bench.generation(settings)
-    config = DecodeConfig(mode=sampler_spec["mode"], max_new_tokens=max_new_tokens, stop_strings=stops,
+    config = DecodeConfig(mode=decode_mode(sampler_spec), max_new_tokens=max_new_tokens, stop_strings=stops,
                           add_special_tokens=add_special_tokens_for(prompts[0], tokenizer), **options)
     with user_input(f"model {model_dir}"):  # e.g. SBD decoding of a checkpoint without a mask token
-        decoder = BlockDecoder(model, tokenizer, config, build_solver(sampler_spec))
+        decoder = build_decoder(model, tokenizer, config, sampler_spec)  # the spec's mode picks it (a peer: generate)
     generations, wall_times = timed_decodes(decoder, prompts, timing.timing_repeats, progress)
     elapsed = min(wall_times)
     prompt_tokens = [len(tokenizer(p, add_special_tokens=config.add_special_tokens)["input_ids"]) for p in prompts]
@@ -135,11 +135,10 @@ def run_decode(model_dir: Path, benchmark: str, benchmark_settings: dict | None,
     latency = None
     if timing.latency_problems:
         subset = prompts[:timing.latency_problems]
-        latency = latency_run(model, tokenizer, config, build_solver(sampler_spec), subset, generations,
-                              timing.timing_repeats)
+        latency = latency_run(model, tokenizer, config, sampler_spec, subset, generations, timing.timing_repeats)
     record = {"model": str(model_dir), "recipe": _model_recipe(model_dir), "benchmark": benchmark,
               "benchmark_settings": asdict(settings),
-              "sampler_spec": sampler_spec, "block_size": config.block_size, "batch_size": config.batch_size,
+              "sampler_spec": sampler_spec, "block_size": config.block_size, "batch_size": decoder.config.batch_size,
               "engine": config.engine, "runtime": asdict(runtime), "total_wall_time_s": elapsed,
               "wall_times_s": wall_times, "latency": latency,
               "mean_prompt_tokens": sum(prompt_tokens) / max(len(prompt_tokens), 1)}
@@ -194,8 +193,8 @@ def score_generations(benchmark: str, generations: Path, data: Path | None = Non
 
 
 def blocks_decoded(records: list[dict], block_size: int, mode: str) -> int:
-    """Blocks the decoder started over a generations file (NTP decoding: one token is one block)."""
-    size = 1 if mode == "ntp" else block_size
+    """Blocks the decoder started over a generations file (NTP decoding and the peers: one token is one block)."""
+    size = block_size if mode == "sbd" else 1  # NTP decoding and the peers (generate)
     return sum(max(1, -(-r["num_tokens"] // size)) for r in records)
 
 

@@ -14,6 +14,7 @@ from .curves import figure_bytes, sbd_families
 from .differences import statistics_md
 from .figures import _figure_bytes, _safe_name, figure1_bytes
 from .paper import compare, comparison_display
+from .peers import peers_markdown
 from .plan import planned_figures
 from .scores import load_scores, summarize
 from .seeds import final_budget, seed_means
@@ -35,7 +36,13 @@ DEFINITIONS = (
     "measure. **Wall speedup** = decode wall time of the NTP arm / the row's, on the same problems with the same batch "
     "size and hardware (model loading excluded; on the CPU each decode job runs alone on the machine): what the NFE "
     "reduction buys on the hardware of this run. Mean speedups are arithmetic means over benchmarks, as the paper's "
-    "Speedup column. Machine-readable: [summary.csv](summary.csv) (one row per run, sampler parameters as columns), "
+    "Speedup column. **Peers** (NTP / HF generate, NTP / prompt lookup (k)): training-free decoding of the NTP arm "
+    "with Hugging Face `generate`, greedy, to show what SBD buys over a free speedup; their NFE counts every forward "
+    "of `generate` (its first also prefills the prompt), so HF generate costs the NTP arm's NFE for the same tokens; "
+    "a prompt-lookup forward verifies up to k draft tokens copied from the text, and its tokens per forward are 1 + "
+    "the drafts accepted per forward. Prompt lookup decodes one problem at a time (transformers supports batch 1 "
+    "only; `batch_size` 1 in summary.csv), so its wall speedup sets batch 1 against the NTP arm's batch. "
+    "Machine-readable: [summary.csv](summary.csv) (one row per run, sampler parameters as columns), "
     "[table1.csv](table1.csv)."
 )
 
@@ -60,7 +67,8 @@ def _unavailable_md() -> str:
 
 
 def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, paper_md: str | None,
-               figures: list[str], figure1: list[str], paper_figures: list[str], speed_md: str = "") -> str:
+               figures: list[str], figure1: list[str], paper_figures: list[str], speed_md: str = "",
+               peers_md: str = "") -> str:
     """Assemble report.md."""
     models = ", ".join(sorted(summary["model"].unique()))
     benchmarks = ", ".join(sorted(summary["benchmark"].unique()))
@@ -68,7 +76,7 @@ def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, 
     if comparison_md is None:
         parts.append(f"> **Note.** {SYNTHETIC_NOTE}\n")
     parts += [DEFINITIONS + "\n", "## Reproduction (Table 1 layout)\n", table_md, statistics_md(summary),
-              _recipe_md(summary), speed_md]
+              peers_md, _recipe_md(summary), speed_md]
     if comparison_md is not None:
         parts += ["## Beside the paper's Table 1 (ours vs paper: difference)\n", comparison_md, _unavailable_md()]
     if paper_md is not None:
@@ -171,7 +179,7 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
     speed_md = speed_markdown(summary, timings) + ("\n" + _figure_links(["wall_vs_predicted.png"])[0]
                                                     if speed_png is not None else "")
     report_md = _report_md(summary, to_markdown(disp), comparison_md, paper_md, figures, figure1, paper_figures,
-                           speed_md)
+                           speed_md, peers_markdown(final))
     if likelihood_paths:
         table2_files, table2_md = build_table2(likelihood_paths)
         files.update(table2_files)

@@ -94,7 +94,7 @@ def figure1_bytes(summary: pd.DataFrame, model: str, benchmark: str = "lcbv6") -
 
 def _plot_families(ax, sub: pd.DataFrame, prefix: str, markers: str) -> None:
     """One line+markers curve per (objective, solver family) of the block samplers, points sorted by speedup."""
-    blocks = sub[sub["sampler"] != "ntp"].dropna(subset=["nfe_speedup"])
+    blocks = sub[sub["mode"] == "sbd"].dropna(subset=["nfe_speedup"])
     curves = sorted({(o, f) for o, f in zip(blocks["objective"], blocks["family"])},
                     key=lambda of: (of[0], _family_rank(of[1])))
     for i, (objective, family) in enumerate(curves):
@@ -107,7 +107,8 @@ def _plot_families(ax, sub: pd.DataFrame, prefix: str, markers: str) -> None:
 
 
 def _plot_reference_points(ax, sub: pd.DataFrame, prefix: str) -> None:
-    """Mark the NTP arm (black star) and the SBD model decoded with NTP sampling (hollow diamond)."""
+    """Mark the NTP arm (black star), the SBD model decoded with NTP sampling (hollow diamond) and the training-free
+    peers on the NTP arm (a triangle each, named by its label)."""
     ntp = sub[(sub["objective"] == "ntp") & (sub["sampler"] == "ntp")]
     if not ntp.empty:
         ax.plot(ntp["nfe_speedup"].fillna(1.0), 100 * ntp["accuracy"], linestyle="none", marker="*", markersize=14,
@@ -117,6 +118,10 @@ def _plot_reference_points(ax, sub: pd.DataFrame, prefix: str) -> None:
         ax.plot(grp["nfe_speedup"].fillna(1.0), 100 * grp["accuracy"], linestyle="none", marker="D",
                 markersize=9, markerfacecolor="none", markeredgecolor=color, markeredgewidth=1.5,
                 label=f"{prefix}{objective} model, NTP sampling")
+    peers = sub[sub["mode"] == "hf"].dropna(subset=["nfe_speedup"])
+    for (label, grp), marker in zip(peers.groupby("label", sort=True), "^v<>"):
+        ax.plot(grp["nfe_speedup"], 100 * grp["accuracy"], linestyle="none", marker=marker, markersize=9,
+                color="tab:gray", label=f"{prefix}{label}")
 
 
 def png_size(data: bytes) -> tuple[int, int]:

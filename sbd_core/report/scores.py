@@ -30,14 +30,18 @@ REQUIRED_KEYS = ("model", "objective", "sampler", "benchmark", "accuracy", "n_pr
 KEY_COLUMNS = ["model", "objective", "train_seed", "train_steps", "sampler", "benchmark"]
 #: Columns of ``summarize`` output, in order (then one column per sampler parameter, then metric_* columns).
 SUMMARY_COLUMNS = [
-    "model", "objective", "train_seed", "train_steps", "sampler", "family", "benchmark", "accuracy", "nfe_speedup",
-    "wall_speedup",
+    "model", "objective", "train_seed", "train_steps", "sampler", "label", "family", "benchmark", "accuracy",
+    "nfe_speedup", "wall_speedup",
     "tokens_per_forward", "mean_tokens_per_forward", "mean_nfe", "total_nfe", "total_tokens", "wall_time_s",
     "n_problems", "block_size", "batch_size", "solver", "departures",
     # wall-clock against the roofline (sbd_core.report.speed)
     "mode", "latency_speedup", "tokens_per_s", "forwards_per_block", "predicted_speedup", "latency_problems",
     "latency_decode_s", "total_blocks", "mean_prompt_tokens",
 ]
+
+
+#: A reader's name for each fine-tuning arm (the ``label`` column: "<arm> / <sampler>").
+OBJECTIVE_LABELS = {"ntp": "NTP", "sbd": "SBD", "sbd_no_ntp_grad": "SBD without NTP gradient (ablation)"}
 
 
 class ScoreFileError(UserError):
@@ -101,8 +105,16 @@ def departures_text(recipe: dict | None) -> str:
     return "; ".join(f"{k}={v}" for k, v in sorted(departures.items()))
 
 
+def run_label(objective: str, sampler: str, spec: dict) -> str:
+    """``"<arm> / <sampler>"`` in words: ``NTP / HF generate``, ``SBD / EB γ=0.1``, ``NTP / prompt lookup (10)``."""
+    from ..samplers import sampler_label
+
+    return f"{OBJECTIVE_LABELS.get(objective, objective)} / {sampler_label({**spec, 'tag': sampler})}"
+
+
 def _score_row(path: Path, data: dict) -> dict:
-    """Flatten one validated score dict into a DataFrame row."""
+    """Flatten one validated score dict into a DataFrame row (``mode``: sbd for block solvers, ntp, or hf for the
+    training-free peers; a spec of an older run without one says ntp for NTP decoding, else sbd)."""
     spec = data["sampler_spec"]
     try:
         problems = problems_of(path, data)
@@ -112,13 +124,15 @@ def _score_row(path: Path, data: dict) -> dict:
     row.update(train_seed=int(data.get("train_seed") or 0), train_steps=int(data.get("train_steps") or 0),
                problems=problems)
     row.update(
+        label=run_label(data["objective"], data["sampler"], spec),
+        mode=spec.get("mode") or ("ntp" if spec["solver"] == "ntp" else "sbd"),
         accuracy=float(data["accuracy"]), n_problems=int(data["n_problems"]), total_nfe=int(data["total_nfe"]),
         total_tokens=int(data["total_tokens"]), mean_nfe=data["total_nfe"] / max(data["n_problems"], 1),
         tokens_per_forward=data["total_tokens"] / data["total_nfe"],
         mean_tokens_per_forward=_num(data.get("mean_tokens_per_forward")), wall_time_s=_num(data.get("wall_time_s")),
         block_size=_num(data.get("block_size")), batch_size=_num(data.get("batch_size")), family=spec["family"],
         solver=spec["solver"], params=dict(spec.get("params") or {}), departures=departures_text(data.get("recipe")),
-        metrics=dict(data.get("metrics") or {}), path=str(path), mode=spec.get("mode", "sbd"),
+        metrics=dict(data.get("metrics") or {}), path=str(path),
         total_blocks=_num(data.get("total_blocks")), mean_prompt_tokens=_num(data.get("mean_prompt_tokens")),
         **_latency(data.get("latency")),
     )

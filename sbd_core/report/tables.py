@@ -24,7 +24,8 @@ PAPER_BENCHMARKS = [
 
 @functools.lru_cache(maxsize=1)
 def family_order() -> tuple[str, ...]:
-    """Solver families in the sampler registry's order (NTP first, EB by proxy); tables and legends follow it."""
+    """Solver families in the sampler registry's order (NTP first, EB by proxy, the peers last); tables and legends
+    follow it."""
     from ..samplers import describe_samplers, sampler_spec
     from ..solvers import PROXIES
 
@@ -85,7 +86,8 @@ def _family_rank(family: str) -> tuple:
 
 
 def _arm_rank(objective: str, sampler: str) -> tuple:
-    """NTP arm first, then each other arm's NTP decoding, then its block samplers (arms in their config order)."""
+    """NTP arm first (its peers follow by family), then each other arm's NTP decoding, then its block samplers (arms
+    in their config order)."""
     return (0, "", 0) if objective == "ntp" else (1, objective, 0 if sampler == "ntp" else 1)
 
 
@@ -100,21 +102,23 @@ def table1(summary: pd.DataFrame) -> pd.DataFrame:
     per-benchmark speedups (the paper's Speedup column is the NFE one).
 
     With several fine-tune seeds a ``seed`` column is added: one row per seed, then a ``mean ± sd`` row with the mean
-    and the sample standard deviation over seeds. Rows: per model, the NTP arm first, then each other arm decoded in
-    NTP mode, then by solver family and speedup.
+    and the sample standard deviation over seeds. Rows: per model, the NTP arm first (NTP decoding, then the
+    training-free peers), then each other arm decoded in NTP mode, then by solver family and speedup; ``label`` names
+    each row in words (``NTP / HF generate``).
     """
     final = final_budget(summary)
     benchmarks = benchmark_order(final["benchmark"].unique())
     several = final["train_seed"].nunique() > 1
     rows = []
     for (model, objective, sampler), grp in final.groupby(["model", "objective", "sampler"], sort=False):
-        base = {"model": model, "objective": objective, "sampler": sampler, "family": grp["family"].iloc[0],
+        base = {"model": model, "objective": objective, "sampler": sampler, "label": grp["label"].iloc[0],
+                "family": grp["family"].iloc[0],
                 "_sort_speedup": _mean(grp["nfe_speedup"])}  # the run's, so its seed rows stay together
         for seed, runs in grp.groupby("train_seed"):
             rows.append(_table1_row(base, seed, runs, benchmarks, interval_cell))
         if several:
             rows.append(_table1_row(base, SEED_MEAN, seed_means(grp), benchmarks, seed_cell))
-    columns = (["model", "objective", "sampler", "family"] + (["seed"] if several else [])
+    columns = (["model", "objective", "sampler", "label", "family"] + (["seed"] if several else [])
                + ["mean NFE speedup", "mean wall speedup"] + benchmarks)
     table = pd.DataFrame(rows)
     order = sorted(range(len(table)), key=lambda i: (

@@ -14,7 +14,7 @@ from sbd_core.pipeline import check_layout, train_config
 from sbd_core.pipeline.arms import ARM_KEYS, plan_arms, trained_arms, trainer_spec
 from sbd_core.report import FIGURE1_BENCHMARK, figure1_stem
 from sbd_core.report.plan import planned_figures
-from sbd_core.samplers import NTP, expand_samplers
+from sbd_core.samplers import NTP, PEER_MODE, expand_samplers
 from sbd_core.generation import DecodeConfig
 from sbd_core.settings import RuntimeSettings, TimingSettings, from_section
 from sbd_core.training_data import MixSpec, get_source
@@ -46,6 +46,7 @@ ARMS = _checked(plan_arms, config["finetune"])
 TRAINED = trained_arms(ARMS)
 EVAL_STEPS = sorted({arm.step for arm in ARMS.values() if arm.step is not None})
 SAMPLERS = _checked(expand_samplers, config["decode"]["samplers"])
+PEERS = [tag for tag, spec in SAMPLERS.items() if spec["mode"] == PEER_MODE]  # training-free: the NTP arm's only
 if NTP not in SAMPLERS:
     raise WorkflowError(
         "config error: decode.samplers must include {solver: ntp} (the NTP baseline every speedup is measured against)"
@@ -171,15 +172,22 @@ if UNSET_CLUSTER_SETTINGS:
 
 
 def samplers_of(objective):
-    """The samplers an arm is decoded with: the NTP arm with NTP decoding only; every other arm with every sampler,
-    unless decode.restrict names its list."""
-    if objective == "ntp":
-        return [NTP]
-    chosen = config["decode"].get("restrict", {}).get(objective, list(SAMPLERS))
+    """The samplers an arm is decoded with: the NTP arm with NTP decoding and the training-free peers (generate on the
+    NTP model); every other arm with NTP decoding and every block solver, never a peer; decode.restrict names a
+    sublist instead (the NTP arm's keeps ntp, its baseline)."""
+    own = [t for t in SAMPLERS if t == NTP or (t in PEERS) == (objective == "ntp")]
+    chosen = config["decode"].get("restrict", {}).get(objective, own)
     unknown = sorted(set(chosen) - set(SAMPLERS))
     if unknown:
         raise WorkflowError(f"config error: decode.restrict.{objective} names {unknown}, not among decode.samplers "
                             f"({sorted(SAMPLERS)})")
+    foreign = sorted(set(chosen) - set(own))
+    if foreign:
+        raise WorkflowError(f"config error: decode.restrict.{objective} names {foreign}: the peers ({PEERS}) decode the "
+                            "NTP arm only, the block solvers every other arm")
+    if objective == "ntp" and NTP not in chosen:
+        raise WorkflowError("config error: decode.restrict.ntp must include ntp (the baseline every speedup is measured "
+                            "against)")
     return chosen
 
 

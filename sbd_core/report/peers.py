@@ -1,0 +1,46 @@
+"""The report's peers section: the training-free peers of the NTP arm (Hugging Face ``generate`` greedy, prompt lookup)
+beside the NTP arm and every block-decoding run, per model and benchmark: what SBD buys over a free speedup.
+
+Columns: accuracy, tokens per forward (generated tokens / forwards actually run), NFE speedup, wall speedup at the
+configured batch size (prompt lookup runs at batch 1: transformers' limit) and latency speedup at batch 1 (the fair
+comparison for prompt lookup), all against the NTP arm of the same model and benchmark. Rows are the final budget's
+runs, averaged over fine-tune seeds (:func:`sbd_core.report.seeds.seed_means`).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+def peers_markdown(final: pd.DataFrame) -> str:
+    """The section (empty when the run decoded no peer); ``final``: one summary row per run (seed means)."""
+    from ..samplers import PEER_MODE  # imported here, as scores.run_label does: the report loads the solvers lazily
+
+    if not (final["mode"] == PEER_MODE).any():
+        return ""
+    shown = final[(final["objective"] == "ntp") | (final["mode"] == "sbd")]
+    rank = shown["mode"].map({"ntp": 0, PEER_MODE: 1, "sbd": 2})
+    shown = shown.assign(_rank=rank).sort_values(["model", "benchmark", "_rank", "nfe_speedup", "label"])
+    lines = ["## Peers: what SBD buys over a free speedup\n",
+             "| model | benchmark | run | accuracy % | tokens / forward | NFE x | wall x (batch) | latency x (batch 1) "
+             "| tokens/s |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in shown.itertuples(index=False):
+        lines.append(f"| {r.model} | {r.benchmark} | {r.label} | {100 * r.accuracy:.1f} | {r.tokens_per_forward:.2f} "
+                     f"| {_x(r.nfe_speedup)} | {_x(r.wall_speedup)} ({_batch(r.batch_size)}) | {_x(r.latency_speedup)} "
+                     f"| {_num(r.tokens_per_s)} |")
+    lines.append("\nAll speedups against the NTP arm (NTP model, NTP decoding) of the same model and benchmark. wall x: "
+                 "decode time at the run's batch size (in brackets; prompt lookup decodes one problem at a time); "
+                 "latency x: the first `decode.latency_problems` problems one at a time on both sides (- without a "
+                 "latency run). Tokens / forward: generated tokens / forwards actually run (counted on the model).")
+    return "\n".join(lines) + "\n"
+
+
+def _x(value) -> str:
+    return "-" if pd.isna(value) else f"{value:.2f}x"
+
+
+def _num(value) -> str:
+    return "-" if pd.isna(value) else f"{value:.0f}"
+
+
+def _batch(value) -> str:
+    return "-" if pd.isna(value) else f"{int(value)}"
