@@ -27,10 +27,10 @@ from pathlib import Path
 
 import torch
 
-from . import pipeline, report, roofline, timing
+from . import pipeline, report, roofline
 from .errors import UserError, user_input
 from .launch import LaunchSettings
-from .settings import RuntimeSettings, from_section
+from .settings import RuntimeSettings, TimingSettings, from_section
 
 USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
 DEBUG_ENV = "SBD_DEBUG"
@@ -170,7 +170,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--device", default="cpu")
     s.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16")
     s.add_argument("--batch", type=int, nargs="+", default=[1], help="rows per forward")
-    s.add_argument("--width", type=int, nargs="+", default=list(timing.DEFAULT_WIDTHS),
+    s.add_argument("--width", type=int, nargs="+", default=list(TimingSettings.widths),
                    help="tokens per row (1: the NTP step; wider: SBD block steps)")
     s.add_argument("--block-size", type=int, nargs="+", default=[], help="block sizes k: adds the 2k re-feed steps")
     s.add_argument("--kv-len", type=int, nargs="+", default=[128], help="cached tokens per row")
@@ -242,6 +242,10 @@ def _run(args: argparse.Namespace) -> None:
         if args.out is None:
             print(text, end="")
     elif args.stage == "timing":
+        # imported here, not at the top: the engine and transformers' model classes take seconds to import, and
+        # every other stage's job (a DAG runs dozens) would pay for them at start-up
+        from . import timing
+
         result = timing.run_timing(args.out, args.model, args.shape, args.layers, args.device, args.dtype, args.batch,
                                    args.width, args.block_size, args.kv_len, args.warmup, args.repeats, args.compile,
                                    progress, args.budget_s)

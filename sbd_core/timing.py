@@ -30,10 +30,11 @@ from .engine.slots import Slots
 from .io_utils import write_json_atomic
 from .provenance import provenance
 from .roofline import MODELS
+from .settings import TimingSettings
 from .solvers import get_solver
 
 SPAN_STEP = 64  # as the engine rounds its key spans
-DEFAULT_WIDTHS = (1, 2, 4, 8, 16, 32, 64)
+DEFAULT_WIDTHS = TimingSettings.widths  # 1, 2, 4, ..., 64
 
 
 def random_model(shape_name: str, layers: int | None, device: str, dtype: torch.dtype, context: int):
