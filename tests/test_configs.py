@@ -146,7 +146,8 @@ def jobs(dry_run: str) -> list[dict]:
     for m in re.finditer(r"^(?:local)?rule (\w+):\n((?:    .*\n)+)(?:Shell command: (.*))?", dry_run, re.M):
         fields = dict(re.findall(r"^    (\w+): (.*)$", m.group(2), re.M))
         resources = dict(pair.split("=", 1) for pair in fields.get("resources", "").split(", ") if "=" in pair)
-        found.append({"rule": m.group(1), "resources": resources, "command": m.group(3) or ""})
+        found.append({"rule": m.group(1), "resources": resources, "command": m.group(3) or "",
+                      "threads": int(fields.get("threads", 1))})
     return found
 
 
@@ -216,3 +217,18 @@ def test_timing_stage_measures_each_model_once_and_feeds_the_report(tmp_path, pa
     report = next(j["command"] for j in planned_jobs if j["rule"] == "report")
     for model in config["models"]:
         assert f"/timing/{model}.json" in report
+
+
+@pytest.mark.parametrize("decode_threads, cores, torch_threads", [(1, 1, 1), (None, 2, 2)])
+def test_decode_threads_set_the_cores_and_threads_of_timed_jobs(tmp_path, decode_threads, cores, torch_threads):
+    """runtime.decode_threads: a decode or timing job claims that many cores and runs that many threads; null: every
+    core of the run (it runs alone) with runtime.threads threads."""
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["runtime"]["decode_threads"] = decode_threads
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = snakemake(tmp_path, "-n", "-p", "--configfile", str(path), "--cores", "2")
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    timed = [j for j in jobs(out.stdout) if j["rule"] in ("decode", "timing")]
+    assert timed and all(j["threads"] == cores for j in timed)
+    assert all(f"--threads {torch_threads} " in j["command"] for j in timed)
