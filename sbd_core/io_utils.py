@@ -150,3 +150,18 @@ def _json_line(raw: bytes, path: Path, lineno: int) -> Any:
 def read_jsonl(path: str | os.PathLike) -> list[Any]:
     """Read a whole JSON-lines file into a list (see ``iter_jsonl``)."""
     return list(iter_jsonl(path))
+
+
+def read_json_object(path: str | os.PathLike, label: str, error: type[UserError] = UserError,
+                     unparsable: str = "not valid JSON") -> dict:
+    """The JSON object in ``path``, or ``error`` naming it as ``<label> <path>``: missing, unreadable or not JSON
+    (``unparsable`` words that case), or JSON but not an object."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise error(f"{label} {path}: not found") from err
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise error(f"{label} {path}: {unparsable} ({err})") from err
+    if not isinstance(data, dict):
+        raise error(f"{label} {path}: expected a JSON object, got {type(data).__name__}")
+    return data

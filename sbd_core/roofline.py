@@ -20,7 +20,6 @@ and an LM head on every fed token.
 from __future__ import annotations
 
 import bisect
-import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from .errors import UserError
+from .io_utils import read_json_object
 
 logger = logging.getLogger(__name__)
 
@@ -311,14 +311,7 @@ def _field(path, data: dict, key: str, kind, where: str = "", check=lambda v: Tr
 
 def load_timing(path) -> Timing:
     """Read and validate a time(k) file (``kind: sbd_timing``, ``version: 1``, ``rows`` of medians in ms)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as err:
-        raise TimingFileError(f"timing file {path}: not found") from err
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise TimingFileError(f"timing file {path}: not valid JSON ({err})") from err
-    if not isinstance(data, dict):
-        raise TimingFileError(f"timing file {path}: expected a JSON object, got {type(data).__name__}")
+    data = read_json_object(path, "timing file", TimingFileError)
     _field(path, data, "kind", str, check=lambda v: v == "sbd_timing", expect="'sbd_timing'")
     _field(path, data, "version", int, check=lambda v: v == 1, expect="1")
     header = {key: _field(path, data, key, str, check=bool, expect="a non-empty string")

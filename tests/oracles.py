@@ -54,6 +54,15 @@ def top2_gap(scores: torch.Tensor) -> float:
 
 
 @torch.no_grad()
+def eos_splitting(gens, block_size) -> int:
+    """A token that, as EOS, stops some rows at other blocks than others (found in an EOS-free decode ``gens``)."""
+    for token in sorted({t for g in gens for t in g.token_ids}):
+        blocks = {next((i // block_size for i, t in enumerate(g.token_ids) if t == token), None) for g in gens}
+        if len(blocks) > 1:
+            return token
+    raise AssertionError("no token stops rows at different blocks; pick other prompts")
+
+
 def reference_logits(model, context: list[int], block: list[int], excluded) -> torch.Tensor:
     """[len(block), V] logits of ``block`` after ``context``, one forward with no cache: causal over the context, the
     block bidirectional and seeing the whole context; ``excluded`` ids at -inf as the decoder's solver sees them."""

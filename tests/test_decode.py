@@ -6,7 +6,7 @@ import torch
 from transformers import DynamicCache
 
 from conftest import tiny_model
-from oracles import RecordingSolver, check_greedy_path, check_sbd_path
+from oracles import RecordingSolver, check_greedy_path, check_sbd_path, eos_splitting
 from sbd_core.decode import BlockDecoder, DecodeConfig, generate, never_generated_ids
 from sbd_core.solvers import get_solver
 
@@ -14,21 +14,12 @@ PROMPTS = ["hi", "a longer prompt here", "mid size"]
 MASK, PAD = 3, 2  # conftest's tokenizer: <|reserved_special_token_0|> is the mask token, <|pad|> the padding
 
 
-def eos_that_splits_the_batch(gens, block_size):
-    """A token that, as EOS, makes some rows stop blocks before others (in this eos-free decoding)."""
-    for token in sorted({t for g in gens for t in g.token_ids}):
-        blocks = {next((i // block_size for i, t in enumerate(g.token_ids) if t == token), None) for g in gens}
-        if len(blocks) > 1:
-            return token
-    raise AssertionError("no token stops the rows at different blocks; pick other prompts")
-
-
 @pytest.mark.parametrize("solver", [get_solver("eb", gamma=0.5), get_solver("confidence_threshold", threshold=0.02),
                                     get_solver("topk", n=3)], ids=lambda s: s.tag)
 def test_sbd_decoder_follows_slow_reference(sbd_model, tokenizer, solver):
     ids = [tokenizer(p)["input_ids"] for p in PROMPTS]
     free = BlockDecoder(sbd_model, tokenizer, DecodeConfig(block_size=4, max_new_tokens=11, eos_token_ids=()), solver)
-    eos = (eos_that_splits_the_batch(free.decode_batch(ids), 4),)  # rows leave the batch and cache at different blocks
+    eos = (eos_splitting(free.decode_batch(ids), 4),)  # rows leave the batch and cache at different blocks
     recorder = RecordingSolver(solver)
     decoder = BlockDecoder(sbd_model, tokenizer, DecodeConfig(block_size=4, max_new_tokens=11, eos_token_ids=eos),
                            recorder)

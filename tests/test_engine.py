@@ -7,7 +7,8 @@ import torch
 from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
 
 from conftest import tiny_model
-from oracles import (RecordingSolver, check_engine_path, check_greedy_path, decisions_are_stable, engine_ntp_logits)
+from oracles import (RecordingSolver, check_engine_path, check_greedy_path, decisions_are_stable, engine_ntp_logits,
+                     eos_splitting)
 from sbd_core.decode import BlockDecoder, DecodeConfig
 from sbd_core.engine import FastDecoder
 from sbd_core.engine.slots import token_table
@@ -34,15 +35,6 @@ def peaked_model(kind, tokenizer, attn="sdpa", scale=12.0):
 
 def ids_of(tokenizer, prompts=PROMPTS):
     return [tokenizer(p)["input_ids"] for p in prompts]
-
-
-def eos_splitting(gens, block_size):
-    """A token that, as EOS, stops some rows in other blocks than others."""
-    for token in sorted({t for g in gens for t in g.token_ids}):
-        blocks = {next((i // block_size for i, t in enumerate(g.token_ids) if t == token), None) for g in gens}
-        if len(blocks) > 1:
-            return token
-    raise AssertionError("no token stops rows at different blocks; pick other prompts")
 
 
 @pytest.mark.parametrize("slots", [1, 2, 5])

@@ -7,6 +7,7 @@ import shutil
 import pytest
 import torch
 from conftest import char_tokenizer, tiny_model
+from training_fixtures import packed_base
 from sbd_core import checkpoint, launch, pipeline
 from sbd_core.mask_token import setup_mask_token
 from sbd_core.pipeline.arms import Arm, plan_arms, seeds_of, trained_arms, trainer_spec
@@ -104,12 +105,7 @@ def test_exports_outside_the_run_are_refused(request_for):
 def test_finetune_stage_passes_exports_and_restarts_when_they_change(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(pipeline.training, "launch", lambda request, processes, nodes: calls.append(request))
-    tok = char_tokenizer()
-    base = checkpoint.save(tiny_model("llama", len(tok)), tok, tmp_path / "base")
-    sources = [{"name": "math", "problems": 4}]
-    pipeline.run_data({"sources": sources}, tmp_path / "data")
-    pipeline.run_pack({"sources": sources, "packing": False, "max_length": 512}, base, tmp_path / "data",
-                      tmp_path / "packed")
+    base = packed_base(tmp_path)
     spec = {"max_steps": 5, "max_length": 512, "allow_resize": True}
     run = lambda exports: pipeline.run_finetune(base, tmp_path / "packed", "sbd", spec, tmp_path / "out",
                                                 tmp_path / "ckpt", exports=exports)

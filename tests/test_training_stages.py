@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from conftest import char_tokenizer, tiny_model
+from training_fixtures import packed_base
 from sbd_core import checkpoint, launch, pipeline
 from sbd_core.io_utils import read_jsonl
 from sbd_core.launch import LaunchSettings, slurm_command
@@ -64,12 +65,7 @@ def test_finetune_stage_goes_through_the_launcher_with_its_layout(tmp_path, monk
     calls = []
     monkeypatch.setattr(pipeline.training, "launch", lambda request, processes, nodes: calls.append(
         (request, processes, nodes)))
-    tok = char_tokenizer()
-    base = checkpoint.save(tiny_model("llama", len(tok)), tok, tmp_path / "base")
-    sources = [{"name": "math", "problems": 4}]
-    pipeline.run_data({"sources": sources}, tmp_path / "data")
-    pipeline.run_pack({"sources": sources, "packing": False, "max_length": 512}, base, tmp_path / "data",
-                      tmp_path / "packed")
+    base = packed_base(tmp_path)
     spec = {"max_steps": 3, "max_length": 512, "allow_resize": True}
     pipeline.run_finetune(base, tmp_path / "packed", "sbd", spec, tmp_path / "out", tmp_path / "ckpt",
                           {"device": "cuda"}, LaunchSettings(nodes=2, processes_per_node=4), threads=16)

@@ -8,7 +8,6 @@ family, tag}``), the model's ``recipe`` and ``per_problem`` verdicts and costs (
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Iterable
 import pandas as pd
 
 from ..errors import UserError
+from ..io_utils import read_json_object
 from .intervals import INTERVAL_COLUMNS, PAIR_COLUMNS, PairingError, add_intervals, problems_of
 from .speed import add_speed_columns
 
@@ -55,14 +55,7 @@ class ScoreFileError(UserError):
 
 def _read_score(path: Path) -> dict:
     """Read and validate one score JSON file; raise ScoreFileError naming the file on any problem."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ScoreFileError(f"score file {path}: not found") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ScoreFileError(f"score file {path}: cannot parse JSON ({exc})") from exc
-    if not isinstance(data, dict):
-        raise ScoreFileError(f"score file {path}: expected a JSON object, got {type(data).__name__}")
+    data = read_json_object(path, "score file", ScoreFileError, unparsable="cannot parse JSON")
     missing = [k for k in REQUIRED_KEYS if k not in data]
     if missing:
         raise ScoreFileError(f"score file {path}: missing required key(s) {missing} (is it a score of the DAG's "
