@@ -4,10 +4,11 @@ For a checkpoint, or a named model shape with random weights (no download), and 
 
 * ``ntp``: the NTP step (one token per row, its logits, the next token, the stop checks);
 * ``block``: an SBD step feeding a block of ``width`` tokens per row (its logits, the solver, the bookkeeping);
-* ``refeed``: the first SBD step of a block: the finished block of ``width / 2`` tokens re-fed causally plus the new
-  block (logits for the new block only).
+* ``refeed``: the first SBD step of a block, ``width / 2`` re-fed tokens plus the new block (the re-feed rule:
+  :mod:`sbd_core.decode`; logits for the new block only).
 
-Each is the engine's own step (:meth:`sbd_core.engine.slots.Slots.step`, the one host read included), timed after
+Each is the engine's own step (:meth:`sbd_core.engine.slots.Slots.step` through
+:class:`sbd_core.engine.decoder.Stepper`, the one host read included), timed after
 ``warmup`` calls as the median of ``repeats`` synchronised calls, every call from the same state. The output file is
 what :func:`sbd_core.roofline.load_timing` reads; the report predicts each run's wall speedup from it (eq. 16).
 """
@@ -23,17 +24,16 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 from . import checkpoint
-from .engine.decoder import compiled_step, key_span
+from .engine.decoder import Stepper
 from .engine.forward import CachedForward
+from .engine.slots import Shape, Slots
 from .errors import UserError, user_input
-from .engine.slots import Slots
 from .io_utils import write_json_atomic
 from .provenance import provenance
 from .roofline import MODELS
 from .settings import TimingSettings
-from .solvers import get_solver
+from .solvers import excluded_index, get_solver
 
-SPAN_STEP = 64  # as the engine rounds its key spans
 DEFAULT_WIDTHS = TimingSettings.widths  # 1, 2, 4, ..., 64
 
 
@@ -64,9 +64,9 @@ def time_step(model, step: str, width: int, batch: int, kv_len: int, warmup: int
     block = 1 if step == "ntp" else (width // 2 if step == "refeed" else width)
     mode = "ntp" if step == "ntp" else "sbd"
     vocab, device = model.get_output_embeddings().weight.shape[0], model.device
-    forward = CachedForward(model, batch, 2 * (kv_len + 2 * block) + SPAN_STEP)  # room for a power-of-two span
+    forward = CachedForward(model, batch, kv_len + 2 * block)
     state = Slots(batch, block, kv_len + 4 * block, mode, vocab - 1, torch.zeros(vocab, dtype=torch.bool,
-                  device=device), None, (), get_solver("eb", gamma=0.1), device)
+                  device=device), None, excluded_index((), vocab, device), get_solver("eb", gamma=0.1), device)
     state.length.fill_(kv_len)
     state.room.fill_(10 * block + 10)
     state.active.fill_(True)
@@ -74,15 +74,17 @@ def time_step(model, step: str, width: int, batch: int, kv_len: int, warmup: int
     state.masked.fill_(True)
     state.pending.fill_(step == "refeed")
     saved = {name: value.clone() for name, value in vars(state).items() if torch.is_tensor(value)}
-    span = key_span(kv_len + width, forward.max_len, compile_step)
-    run = compiled_step(state, forward) if compile_step else state.step
+    shape = Shape(*state.next_shape().tolist())
+    if compile_step:  # every row is another engine's step: dynamo's caches start empty (a row's graphs are its own)
+        torch._dynamo.reset()
+    run = Stepper(state, forward, compile_step, "flex" if compile_step and device.type == "cuda" else "dense")
     times = []
     for i in range(warmup + repeats):
         for name, value in saved.items():
             getattr(state, name).copy_(value)
         _synchronize(device)
         start = time.perf_counter()
-        run(forward, span, width).tolist()  # the engine's one host read (synchronises)
+        run(shape)  # the engine's one host read (synchronises)
         if i >= warmup:
             times.append((time.perf_counter() - start) * 1000)
     times.sort()
@@ -114,7 +116,7 @@ def run_timing(out: Path, model_dir: Path | None = None, shape: str | None = Non
         raise UserError(f"--budget-s must be > 0, got {budget_s}")
     with user_input("--dtype"):
         torch_dtype = checkpoint.torch_dtype(dtype)
-    context = max(kv_lens) + 2 * max([*widths, *block_sizes]) + 2 * SPAN_STEP
+    context = max(kv_lens) + 2 * max([*widths, *block_sizes])
     if model_dir is not None:
         model, _ = checkpoint.load(model_dir, device, dtype)
         name, source = Path(model_dir).name, str(model_dir)

@@ -6,7 +6,7 @@ so adding one touches its module and a config entry, nothing here.
 Files (one per line / object):
 
 * decode writes ``<benchmark>.jsonl``: ``{"id", "prompt", "completion", "token_ids", "num_tokens", "nfe",
-  "tokens_per_forward", "stop_reason", "wall_time_s"}`` per problem, and ``<benchmark>.jsonl.provenance.json``
+  "tokens_per_forward", "stop_reason", "wall_time_s", "widths"}`` per problem, and ``<benchmark>.jsonl.provenance.json``
   beside it with the sampler spec, the decode and benchmark settings, the model's training recipe and
   ``total_wall_time_s`` (model loading excluded);
 * score writes one JSON object: the benchmark's metrics, the cost totals the report derives speedups from, the sampler
@@ -129,7 +129,7 @@ def run_decode(model_dir: Path, benchmark: str, benchmark_settings: dict | None,
     prompt_tokens = [len(tokenizer(p, add_special_tokens=config.add_special_tokens)["input_ids"]) for p in prompts]
     records = [{"id": p[ID_KEY], "prompt": prompt, "completion": g.text, "token_ids": g.token_ids,
                 "num_tokens": g.num_tokens, "nfe": g.nfe, "tokens_per_forward": g.tokens_per_forward,
-                "stop_reason": g.stop_reason, "wall_time_s": g.wall_time_s, "prompt_tokens": n}
+                "stop_reason": g.stop_reason, "wall_time_s": g.wall_time_s, "prompt_tokens": n, "widths": g.widths}
                for p, prompt, g, n in zip(problems, prompts, generations, prompt_tokens)]
     write_jsonl_atomic(records, out_path)
     latency = None
