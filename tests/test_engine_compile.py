@@ -2,6 +2,7 @@
 
 * the CUDA path's attention (FlexAttention over the flattened cache with a block mask built from the tokens) gives
   the dense plan's outputs on a ragged batch with re-fed blocks, blocks and padding, and no query is left without a key;
+  run eagerly, it passes the engine's oracle (every forward's logits against a no-cache recomputation; slow tier);
 * the step traces into one graph with ``fullgraph=True`` for every solver and NTP mode (dynamo only: ``backend="eager"``);
 * the CUDA configuration (flex, traced through AOT autograd on the CPU) compiles the step and the prefill once each and
   never again over generate calls with other prompt lengths, batch sizes up to the capacity, and refills, and decides
@@ -16,15 +17,16 @@ from torch._dynamo.utils import counters
 from torch.nn.attention.flex_attention import create_mask
 
 from conftest import tiny_model
-from oracles import RecordingSolver, decisions_are_stable
+from oracles import RecordingSolver, check_engine_path, decisions_are_stable
 from sbd_core.decode import DecodeConfig
 from sbd_core.engine import FastDecoder
+from sbd_core.engine.decoder import bucket, buckets
 from sbd_core.engine.attention import DensePlan, FlexPlan, Ragged
 from sbd_core.engine.slots import Slots
 from sbd_core.mask_token import setup_mask_token
 from sbd_core.samplers import build_solver, sampler_spec
 from sbd_core.solvers import excluded_index
-from test_engine import PROMPTS, SOLVERS, ids_of, peaked_model
+from test_engine import MASK, PAD, PROMPTS, SOLVERS, ids_of, peaked_model
 
 SLOTS, MAX_LEN, KV_HEADS, HEADS, HEAD_DIM = 3, 128, 2, 4, 8
 
@@ -60,6 +62,26 @@ def test_flex_plan_gives_the_dense_plans_attention_and_every_query_sees_a_key():
     padded = torch.nn.functional.pad(visible, (0, 0, 0, 16 * blocks.shape[0] - 20))
     needed = padded.unflatten(0, (-1, 16)).unflatten(2, (-1, 128)).any(3).any(1)
     assert torch.equal(blocks, needed), "a block is skipped that holds a visible key, or visited that holds none"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["llama", "qwen3"])
+def test_the_flex_path_follows_the_slow_reference_along_its_own_path(tokenizer, kind):
+    """The CUDA path's attention, run eagerly (torch's unfused flex), under the oracle of test_engine.py."""
+    model, ids = peaked_model(kind, tokenizer, scale=1.0), ids_of(tokenizer)
+    recorder = RecordingSolver(build_solver(sampler_spec("eb", gamma=0.5)))
+    config = DecodeConfig(block_size=4, max_new_tokens=9, eos_token_ids=(), batch_size=2)
+    gens = FastDecoder(model, tokenizer, config, recorder, attention="flex").generate(ids)
+    check_engine_path(model, ids, gens, recorder.calls, 2, 4, 9, eos=(), excluded=(PAD, MASK))
+
+
+def test_buckets_bound_the_padding_and_the_number_of_graphs():
+    for tokens in range(1, 4097):
+        padded = bucket(tokens, 50)
+        assert padded >= tokens and (padded % 16 == 0 or padded == 50)
+        assert padded - tokens < (16 if tokens <= 256 else tokens / 16)
+    assert bucket(50, 50) == 50 and bucket(45, 50) == 48  # a full NTP batch runs unpadded
+    assert len(buckets(2 * 16 * 64, 64)) == 64 and len(buckets(2 * 6 * 50, 50)) == 36
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ tokens. The prompts of the slots freed in one step are prefilled together, in on
 Compiled (``decode.compile``; null: on CUDA for greedy solvers): ``torch.compile(fullgraph=True)`` of the step and of
 the prefill, each traced once with the token count as a dynamic size (:func:`bucket` pads it); no dynamo setting is
 changed. On CUDA the step runs as CUDA graphs (``reduce-overhead``: one graph per token bucket, at most
-``len(buckets(rows * 2k))``) with FlexAttention; the prefill without CUDA graphs. On the CPU both use the dense
+``len(buckets(rows * 2k, rows))``) with FlexAttention; the prefill without CUDA graphs. On the CPU both use the dense
 attention plan (:mod:`.attention` says why).
 """
 
@@ -43,16 +43,18 @@ from .slots import RowStatus, Shape, Slots, token_table
 ROUND_POSITIONS = 256  # a cache set up from the prompts covers their need rounded up to this many positions
 
 
-def bucket(tokens: int) -> int:
+def bucket(tokens: int, rows: int = 0) -> int:
     """The token count a compiled forward of ``tokens`` tokens runs at: a multiple of 16 up to 256, then of 1/16 of
-    the power of two below ``tokens`` (padding under 1/16 of the tokens; 16 buckets per doubling)."""
+    the power of two below ``tokens`` (padding under 1/16 of the tokens; 16 buckets per doubling); or ``rows``, the
+    slots, where that is closer (NTP mode's full batch, one token per row, runs unpadded)."""
     step = max(16, 1 << max(0, tokens.bit_length() - 5))
-    return -(-max(tokens, 1) // step) * step
+    grid = -(-max(tokens, 1) // step) * step
+    return rows if tokens <= rows < grid else grid
 
 
-def buckets(max_tokens: int) -> list[int]:
+def buckets(max_tokens: int, rows: int = 0) -> list[int]:
     """Every token count :func:`bucket` gives up to ``max_tokens`` tokens: at most this many graphs per step."""
-    return sorted({bucket(t) for t in range(1, max_tokens + 1)})
+    return sorted({bucket(t, rows) for t in range(1, max_tokens + 1)})
 
 
 @dataclass
@@ -195,7 +197,7 @@ class Stepper:
 
     def tokens(self, count: int) -> int:
         """The token count a forward of ``count`` tokens runs at."""
-        return bucket(count) if self.compiled else count
+        return bucket(count, self.state.n) if self.compiled else count
 
     def carrier(self, length: int) -> torch.Tensor:
         """``arange(length)``; compiled, at least 2 long (dynamo specialises a size of 1: a second graph)."""

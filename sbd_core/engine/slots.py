@@ -128,25 +128,24 @@ class Slots:
         return (self.pending & self.active) * self.k, self.block_len * self.active
 
     def inputs(self, tokens: torch.Tensor, max_len: int, width: torch.Tensor | None) -> tuple[Ragged, torch.Tensor]:
-        """The ragged batch (slot by slot, then padding in the scratch row) and ``[S, k]``: where each slot's block
-        positions are among its tokens."""
+        """The ragged batch (slot by slot; when compiled, then padding in the scratch row) and ``[S, k]``: where each
+        slot's block positions are among its tokens."""
         refeed, own = self.feeds()
-        end = (refeed + own).cumsum(0)
-        start = end - refeed - own
+        fed = refeed + own
+        end = fed.cumsum(0)
+        start = end - fed
         row = torch.searchsorted(end, tokens, right=True)  # the slot of each token; n for padding
-        real = row < self.n
         slot = row.clamp(max=self.n - 1)
         column = tokens - start[slot]
-        in_block = column >= refeed[slot]
-        index = (column - refeed[slot]).clamp(0, self.k - 1)
-        ids = torch.where(in_block, self.block[slot, index], self.prev[slot, column.clamp(max=self.k - 1)])
+        index = column - refeed[slot]  # its place in the block; negative: a re-fed token
+        in_block = index >= 0
+        ids = torch.where(in_block, self.block[slot, index.clamp(0, self.k - 1)],
+                          self.prev[slot, column.clamp(max=self.k - 1)])
         positions = self.length[slot] + column
-        limits = torch.where(in_block, self.length[slot] + refeed[slot] + self.block_len[slot] - 1, positions)
-        pad = (tokens - end[-1]) % max_len  # padding writes the scratch row and sees itself
-        batch = Ragged(ids=torch.where(real, ids, 0), slots=torch.where(real, slot, self.n),
-                       positions=torch.where(real, positions, pad), limits=torch.where(real, limits, pad),
-                       rows=torch.where(real, slot, self.n),
-                       columns=column if width is None else torch.where(real, column, pad % width.shape[0]))
+        limits = torch.where(in_block, (self.length + refeed + self.block_len - 1)[slot], positions)
+        batch = Ragged(ids, slot, positions, limits, slot, column)
+        if torch.compiler.is_compiling():  # a compiled step pads the tokens to a bucket (an eager one feeds no padding)
+            batch = _padded(batch, row < self.n, tokens - end[-1], self.n, max_len, width)
         logit_index = (start + refeed)[:, None] + self.arange_k[None]
         return batch, logit_index.clamp(max=tokens.shape[0] - 1)
 
@@ -158,38 +157,38 @@ class Slots:
         counted = live.any(1)
         sink = self.widths.shape[1] - 1
         self.widths.scatter_(1, torch.where(counted, self.nfe, sink)[:, None], (refeed + own)[:, None])
-        self.nfe.add_(counted.long())
+        self.nfe.add_(counted)
         reveal, tokens = self.solver(exclude_tokens(logits, self.excluded), live)
         if self.mode == "ntp":
             return self._update_ntp(tokens[:, 0])
-        return self._update_sbd(torch.where(reveal, tokens, self.block), live & ~reveal)
+        return self._update_sbd(torch.where(reveal, tokens, self.block), live & ~reveal, refeed)
 
-    def _update_sbd(self, block: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
+    def _update_sbd(self, block: torch.Tensor, masked: torch.Tensor, refeed: torch.Tensor) -> torch.Tensor:
         k, active, positions = self.k, self.active, self.arange_k[None]
-        self.length.add_(torch.where(self.pending & active, k, 0))
+        self.length.add_(refeed)  # the re-fed block's keys stay
         self.pending.logical_and_(~active)
         open_ = masked & (positions < self.block_len[:, None])
         first_masked = torch.where(open_.any(1), open_.long().argmax(1), self.block_len)
         prefix = self.done + first_masked
-        self.gen.scatter_(1, (self.done[:, None] + positions).clamp(max=self.gen.shape[1] - 1), block)
+        self.gen.scatter_(1, self.done[:, None] + positions, block)
         fresh = (positions >= (self.seen - self.done)[:, None]) & (positions < first_masked[:, None])
         stopped = self._stops(block, fresh, prefix)
-        complete = active & ~stopped & (first_masked == self.block_len)
-        self.done.add_(torch.where(complete, self.block_len, 0))
+        complete = active & (first_masked == self.block_len)  # (active: not stopped now)
+        self.done.add_(self.block_len * complete)
         self.prev.copy_(torch.where(complete[:, None], block, self.prev))
         self.pending.logical_or_(complete)
         next_len = torch.where(complete, (self.room - self.done).clamp(0, k), self.block_len)
-        self.block.copy_(torch.where(complete[:, None], self.mask_id, block))
-        self.masked.copy_(torch.where(complete[:, None], positions < next_len[:, None], masked) & ~stopped[:, None])
+        self.block.copy_(block.masked_fill(complete[:, None], self.mask_id))
+        self.masked.copy_(torch.where(complete[:, None], positions < next_len[:, None], masked & active[:, None]))
         self.block_len.copy_(next_len)
         return self._status(stopped, fresh, block, prefix)
 
     def _update_ntp(self, token: torch.Tensor) -> torch.Tensor:
         active = self.active
         token = torch.where(active, token, self.block[:, 0])
-        self.gen.scatter_(1, self.done.clamp(max=self.gen.shape[1] - 1)[:, None], token[:, None])
-        self.done.add_(active.long())
-        self.length.add_(active.long())
+        self.gen.scatter_(1, self.done[:, None], token[:, None])
+        self.done.add_(active)
+        self.length.add_(active)
         self.block[:, 0] = token
         fresh = active[:, None]
         stopped = self._stops(token[:, None], fresh, self.done)
@@ -218,3 +217,15 @@ class Slots:
         refeed, own = self.feeds()
         width = refeed + own
         return torch.stack([width.sum(), width.max(), (self.length + width).max().clamp(min=1)])
+
+
+def _padded(batch: Ragged, real: torch.Tensor, pad: torch.Tensor, scratch: int, max_len: int,
+            width: torch.Tensor | None) -> Ragged:
+    """``batch`` with its tokens past the rows' own (``real`` False; ``pad``: their count from the first) moved to the
+    scratch row ``scratch``: each writes its own position there and sees itself (a query that sees no key is NaN on
+    some kernels, and NaN keys would poison the queries of its block of 16)."""
+    position = pad % max_len
+    return Ragged(ids=torch.where(real, batch.ids, 0), slots=torch.where(real, batch.slots, scratch),
+                  positions=torch.where(real, batch.positions, position),
+                  limits=torch.where(real, batch.limits, position), rows=torch.where(real, batch.rows, scratch),
+                  columns=batch.columns if width is None else torch.where(real, batch.columns, pad % width.shape[0]))
