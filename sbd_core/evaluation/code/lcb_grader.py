@@ -86,12 +86,10 @@ def stdin_output_matches(prediction: str, expected: str) -> bool:
 
 
 def _value_mismatch(value: Any, expected: Any) -> str | None:
-    """Why a functional program's returned value fails (lcb_runner: ``prediction == gt_out``), or None."""
-    try:
-        if not isinstance(value, Digest) and bool(value == expected):
-            return None
-    except Exception:  # noqa: BLE001 - an incomparable value is a wrong answer
-        pass
+    """Why a functional program's returned value fails (lcb_runner: ``not (prediction == gt_out)``), or None; raises
+    what the comparison raises (a numpy array of several items), which lcb_runner counts as a runtime error."""
+    if not isinstance(value, Digest) and (value == expected):  # its truth value, as lcb_runner's ``if not``
+        return None
     return f"wrong answer: returned {str(value)[:100]}, expected {str(expected)[:100]}"
 
 
@@ -128,6 +126,8 @@ def _judge(request: dict, outcome: str, raw: bytes, expected: list) -> dict:
         raise RuntimeError(f"the sandbox could not confine a LiveCodeBench program: {report.detail}")
     if report.error == "timeout" or outcome == "killed":
         return _verdict(TIME_LIMIT_EXCEEDED, failed, report.detail or "the run passed its deadline")
+    if report.error == "unserialisable":  # not plain data: lcb_runner's == with a list or number is False
+        return _verdict(WRONG_ANSWER, failed, f"returned something that is not plain data ({report.detail})")
     if report.error is not None:
         return _verdict(RUNTIME_ERROR, failed, f"{report.error}: {report.detail}")
     if failed < len(expected):
@@ -183,7 +183,7 @@ def evaluate_lcb(problems: Sequence[Mapping[str, Any]], programs: Mapping[str, s
                 continue
             n = len(expected[index])
             yield {"id": index, "program": programs[qid], "test_timeout_s": float(test_timeout_s), "guard": "lcb",
-                   "memory_bytes": max_memory_bytes, "deadline_s": (test_timeout_s + 1) * n + 5, **fields}
+                   "memory_bytes": max_memory_bytes, "deadline_s": (test_timeout_s + 1) * (n + 1) + 5, **fields}
 
     def handle(request: dict, outcome: str, raw: bytes) -> None:
         verdicts[ids[request["id"]]] = _judge(request, outcome, raw, expected.pop(request["id"]))
