@@ -179,6 +179,9 @@ HOSTILE = {
                    "    try:\n        found.append(open(f, 'rb').read(1 << 20))\n"
                    "    except Exception:\n        pass\n"
                    "print(next((b for b in found if b'" + SECRET[:8] + "' in b), b'').decode())\n",
+    # 16 anonymous files of 8 MiB (128 MiB at most): it prints the answer only if it held them all
+    "fill_memfd": "import os\nheld = []\nfor _ in range(16):\n    held.append(os.memfd_create('fill'))\n"
+                  "    for _ in range(8):\n        os.write(held[-1], bytes(1 << 20))\n" f"print({SECRET!r})\n",
     "honest": f"input()\nprint({SECRET!r})\n",  # the control: a program that knows the answer passes
 }
 
@@ -188,7 +191,7 @@ def test_hostile_stdin_programs_fail_and_leave_nothing(tmp_path):
             for name in HOSTILE]
     programs = {r["question_id"]: HOSTILE[r["question_id"][2:]] for r in rows}
     threads = threading.active_count()
-    result = evaluate_lcb(rows, programs, tmp_path, test_timeout_s=TIMEOUT, parallel=2, timeout_s=300)
+    result = evaluate_lcb(rows, programs, tmp_path, test_timeout_s=2, parallel=2, timeout_s=300)
     verdicts = {qid[2:]: v for qid, v in result["per_problem"].items()}
     assert verdicts.pop("honest")["passed"]
     assert not any(v["passed"] for v in verdicts.values()), verdicts
@@ -196,6 +199,7 @@ def test_hostile_stdin_programs_fail_and_leave_nothing(tmp_path):
     assert verdicts["flood"]["status"] in ("runtime_error", "time_limit_exceeded")
     assert verdicts["forged_report"]["status"] == verdicts["forged_exit"]["status"] == "runtime_error"
     assert verdicts["find_secret"]["status"] == "wrong_answer"  # it looked where it can for 1 s and found nothing
+    assert verdicts["fill_memfd"]["status"] == "runtime_error" and "PermissionError" in verdicts["fill_memfd"]["detail"]
     assert threading.active_count() == threads and not list(tmp_path.iterdir())  # no pool thread, no run folder
 
 

@@ -59,6 +59,11 @@ _BLOCKED_POSIX = ("fork", "forkpty", "posix_spawn", "posix_spawnp", "execv", "ex
 _BLOCKED_SOCKET = ("socket", "SocketType", "socketpair", "create_connection", "create_server", "fromfd")
 PR_SET_DUMPABLE = 4
 CHILD_REPORT_FD = 3
+# a child's files (tmpfs, or the host's disk without the jail) and descriptors: with memfd and System V memory refused
+# (jail.forbid_new_processes) and the jail's tmpfs mounts size-limited, these bound what a program holds outside its
+# address space (pipes and sockets: a bounded number of bounded buffers)
+FILE_SIZE_LIMIT = 64 << 20
+OPEN_FILES_LIMIT = 256
 _exit = os._exit  # the child exits through this even if the program replaced os._exit
 
 
@@ -130,9 +135,13 @@ def _run_inputs(request: dict, inline_limit: int) -> None:
 
 
 def _confine(request: dict) -> None:
-    """The child's own directory, no new processes, then the memory limit and the request's guard."""
+    """The child's own directory, no new processes (nor memory outside its address space: ``jail``), bounded files
+    and descriptors, then the memory limit and the request's guard."""
     os.chdir(tempfile.mkdtemp())
     jail.forbid_new_processes()
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the file-size limit fails (EFBIG) instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES_LIMIT, OPEN_FILES_LIMIT))
     memory, guard = request["memory_bytes"], request["guard"]
     if guard == "evalplus":
         reliability_guard(maximum_memory_bytes=memory)
