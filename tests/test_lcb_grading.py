@@ -21,6 +21,7 @@ from sbd_core.benchmarks import ID_KEY, get_benchmark
 from sbd_core.benchmarks.lcbv6 import extract_code
 from sbd_core.evaluation.code import detect_isolation
 from sbd_core.evaluation.code.lcb_grader import evaluate_lcb, stdin_output_matches
+from sbd_core.report import build_report
 from sbd_core.samplers import sampler_spec
 from test_benchmarks import CHAT_TEMPLATE
 from test_benchmarks_scoring import scripted_model
@@ -227,7 +228,7 @@ def test_benchmark_decode_and_score_stages_on_fixture_shards(tmp_path, capsys):
     assert all(r["completion"] == answer and r["prompt"].endswith("<|start|>assistant\n") for r in records)
     (tmp_path / "work").mkdir()
     result = pipeline.run_score("lcbv6", generations, tmp_path / "score.json", data=test_file, settings=settings,
-                                work_dir=tmp_path / "work")
+                                names={"model": "tiny", "objective": "ntp", "sampler": "ntp"}, work_dir=tmp_path / "work")
     assert "lcbv6: accuracy 0.2500 on 4 problems" in capsys.readouterr().out
     saved = json.loads((tmp_path / "score.json").read_text())
     assert saved["accuracy"] == 0.25 == result["metrics"]["pass@1"] and saved["n_problems"] == 4
@@ -246,6 +247,11 @@ def test_benchmark_decode_and_score_stages_on_fixture_shards(tmp_path, capsys):
     assert saved["sidecars"] == {"eval_all.json": str(tmp_path / "score_eval_all.json")}
     assert [r["question_id"] for r in eval_all] == records_ids and eval_all[0]["graded_list"] == [True]
     assert eval_all[0]["output_list"] == [answer] and eval_all[0]["code_list"] == [REFERENCE["2051A"].rstrip()]
+    report = build_report([tmp_path / "score.json"], paper_table=None)["report.md"].decode()
+    section = report[report.index("## LiveCodeBench"):]  # the run's rows: its test file, then the two paper windows
+    assert "| tiny | NTP / NTP | v6 | 25.0 (4) | 50.0 (2) | 0.0 (1) | 0.0 (1) | - | 100.0 (1) | 0.0 (3) | - | 0 |" \
+        in section, section
+    assert "| tiny | NTP / NTP | 2025-02-01..2025-05-01 | 0.0 (3) |" in section
 
 
 def test_samples_windows_and_eval_all_as_lcb_runners_compute_scores(tmp_path):
