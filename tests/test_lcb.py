@@ -210,12 +210,13 @@ def test_pass_at_k_is_the_unbiased_estimator():
     assert pass_at_k(200, 17, 10) == pytest.approx(1 - math.comb(183, 10) / math.comb(200, 10), abs=1e-12)
 
 
-def test_windows_count_contest_days_inclusively_per_difficulty_and_platform():
+def test_windows_are_compute_scores_date_filters_per_difficulty_and_platform():
+    """start <= contest_date <= end, the dates at midnight: the end day counts only at 00:00."""
     problems = [{"question_id": str(i), "contest_date": f"{day}T{hour}:00:00", "difficulty": level, "platform": site}
                 for i, (day, hour, level, site) in enumerate([
                     ("2024-07-31", "23", "easy", "atcoder"), ("2024-08-01", "00", "easy", "leetcode"),
-                    ("2025-02-01", "12", "hard", "codeforces"), ("2025-05-01", "23", "medium", "leetcode"),
-                    ("2025-05-02", "00", "hard", "atcoder")])]
+                    ("2025-02-01", "12", "hard", "codeforces"), ("2025-05-01", "00", "medium", "leetcode"),
+                    ("2025-05-01", "23", "hard", "atcoder")])]
     graded = {"0": [True], "1": [False], "2": [True], "3": [True], "4": [False]}
     whole, recent, year = window_rates(problems, graded, "release_v6", [1])
     assert (whole["window"], whole["problems"], whole["pass@1"]) == ("release_v6", 5, 0.6)

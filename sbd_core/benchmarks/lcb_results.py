@@ -3,8 +3,9 @@ unbiased estimator over the test file and over the contest-date windows papers c
 platform (``lcb_runner/evaluation/compute_scores.py``'s groups), the per-problem records of lcb_runner's
 ``*_eval_all.json``, and the problems where the code extraction rule matters.
 
-Windows select problems of the graded test file by contest day, both ends inclusive (as ``filter_dataset_by_date``):
-a window the test file does not cover holds only the problems it has (``problems`` says how many).
+Windows select problems of the graded test file as ``compute_scores --start_date --end_date`` does: ``start <=
+contest_date <= end`` with the dates at midnight (a contest later on the end day is outside); a window the test file
+does not cover holds only the problems it has (``problems`` says how many).
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ def _rates(graded: Sequence[Sequence[bool]], ks: Sequence[int]) -> dict:
     return {"problems": len(graded), **rates}
 
 
-def _day(text: str) -> str:
-    return text[:10]
+def _midnight(day: str | None) -> datetime | None:
+    return None if day is None else datetime.strptime(day, "%Y-%m-%d")
 
 
 def window_rates(problems: Sequence[Mapping], graded: Mapping[str, Sequence[bool]], label: str, ks: Sequence[int],
@@ -51,8 +52,9 @@ def window_rates(problems: Sequence[Mapping], graded: Mapping[str, Sequence[bool
     "end_date", "problems", "pass@k"..., "difficulty": {name: rates}, "platform": {name: rates}}``."""
     out = []
     for window, start, end in ((label, None, None), *PAPER_WINDOWS):
-        inside = [p for p in problems if (start is None or start <= _day(p["contest_date"]))
-                  and (end is None or _day(p["contest_date"]) <= end)]
+        first, last = _midnight(start), _midnight(end)
+        inside = [p for p in problems if (first is None or first <= datetime.fromisoformat(p["contest_date"]))
+                  and (last is None or datetime.fromisoformat(p["contest_date"]) <= last)]
         row = {"window": window, "start_date": start, "end_date": end,
                **_rates([graded[p["question_id"]] for p in inside], ks)}
         for key, names in (("difficulty", DIFFICULTIES), ("platform", PLATFORMS)):
