@@ -137,8 +137,8 @@ IDIOMS = [
     ("for line in sys.stdin", "abc301_a",
      "import sys\nlines = []\nfor line in sys.stdin:\n    lines.append(line)\nprint(sum(map(int, lines[1].split())))\n",
      True),
-    ("sys.stdin.buffer", "abc301_a", "import sys\ndata = sys.stdin.buffer.read().split()\nprint(sum(map(int, data[1:])))\n",
-     False),
+    ("sys.stdin.buffer", "abc301_a",
+     "import sys\ndata = sys.stdin.buffer.read().split()\nprint(sum(map(int, data[1:])))\n", False),
     ("sys.stdout.buffer", "abc301_a",
      "import sys\ninput()\nsys.stdout.buffer.write(str(sum(map(int, input().split()))).encode())\n", False),
     ("global of a top-level name", "abc301_a", "total = 0\n\ndef add(x):\n    global total\n    total += x\n\n"
@@ -187,8 +187,8 @@ MORE_IDIOMS = [
      "print(sum(map(int, sys.stdin.readline().rstrip().split())))\n", True),
     ("sys.stdin.readlines()", "abc301_a",
      "import sys\nlines = sys.stdin.readlines()\nprint(sum(map(int, lines[1].split())))\n", True),
-    ("sys.stdout.write", "abc301_a", "import sys\ninput()\nsys.stdout.write(str(sum(map(int, input().split()))) + '\\n')\n",
-     True),
+    ("sys.stdout.write", "abc301_a",
+     "import sys\ninput()\nsys.stdout.write(str(sum(map(int, input().split()))) + '\\n')\n", True),
     ("from sys import stdout", "abc301_a",
      "from sys import stdout\ninput()\nstdout.write(str(sum(map(int, input().split()))) + '\\n')\n", False),
     ("a closure over a top-level list", "abc301_a", "total = [0]\n\ndef add(x):\n    total[0] += x\n\n"

@@ -93,8 +93,10 @@ def roundtrip_extended(value):
 
 @pytest.mark.parametrize("text", [
     '{"$": "fraction", "v": [1, 0]}', '{"$": "fraction", "v": [1.5, 2]}', '{"$": "decimal", "v": "1.2.3"}',
-    '{"$": "ndarray", "dtype": "<i8", "shape": [2], "v": [1]}', '{"$": "ndarray", "dtype": "O", "shape": [1], "v": [1]}',
-    '{"$": "ndarray", "dtype": "<f8", "shape": [-1], "v": []}', '{"$": "ndarray", "dtype": "<f8", "shape": [1], "v": ["a"]}',
+    '{"$": "ndarray", "dtype": "<i8", "shape": [2], "v": [1]}',
+    '{"$": "ndarray", "dtype": "O", "shape": [1], "v": [1]}',
+    '{"$": "ndarray", "dtype": "<f8", "shape": [-1], "v": []}',
+    '{"$": "ndarray", "dtype": "<f8", "shape": [1], "v": ["a"]}',
     '{"$": "eval", "v": "1"}', '{"$": "tuple", "v": [1], "x": 2}', '{"a": 1}', "NaN", '{"$": "set", "v": [[1]]}',
     '{"$": "dict", "v": [[[1], 2]]}', '{"$": "numpy", "dtype": "O", "v": 1}', '{"$": "bytes", "v": "!!"}',
     '{"$": "float", "v": "1e5"}', '{"$": "int", "v": 5}',

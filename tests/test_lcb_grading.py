@@ -227,8 +227,9 @@ def test_benchmark_decode_and_score_stages_on_fixture_shards(tmp_path, capsys):
     assert [r["id"] for r in records] == records_ids
     assert all(r["completion"] == answer and r["prompt"].endswith("<|start|>assistant\n") for r in records)
     (tmp_path / "work").mkdir()
+    names = {"model": "tiny", "objective": "ntp", "sampler": "ntp"}
     result = pipeline.run_score("lcbv6", generations, tmp_path / "score.json", data=test_file, settings=settings,
-                                names={"model": "tiny", "objective": "ntp", "sampler": "ntp"}, work_dir=tmp_path / "work")
+                                names=names, work_dir=tmp_path / "work")
     assert "lcbv6: accuracy 0.2500 on 4 problems" in capsys.readouterr().out
     saved = json.loads((tmp_path / "score.json").read_text())
     assert saved["accuracy"] == 0.25 == result["metrics"]["pass@1"] and saved["n_problems"] == 4

@@ -2,29 +2,30 @@
 LeetCode (functional: a ``Solution`` method) and AtCoder / Codeforces (stdin programs), pass@1 on hidden tests.
 
 Data: the raw JSON-lines shards ``test.jsonl`` ... ``test6.jsonl`` of the hub dataset
-``livecodebench/code_generation_lite`` at :data:`REVISION`, read line by line (the dataset's loading script, which
-needs remote code, is never run). Releases are cumulative (:data:`RELEASES`, the loading script's version tags):
-``release_v6`` is all six shards (1,055 problems, May 2023 - April 2025), ``v6`` the sixth alone (175 problems,
-January - April 2025); ``start_date`` / ``end_date`` narrow a release by contest date, as lcb_runner does. The
-default is ``release_v6`` (README: the paper names no window; its Table 1 accuracies cannot be fractions of the 175
-problems of ``v6``, and fit 1,055). A downloaded shard must have the sha256 of the hub's copy at that revision
-(:data:`SHARD_SHA256`); offline, ``data`` names a local folder holding the release's shards (their sha256 is recorded
-in provenance, and whether each matches). The benchmark stage checks every selected problem's tests (without ever
+``livecodebench/code_generation_lite`` at :data:`REVISION`, read line by line (the dataset's loading script, which needs
+remote code, is never run). Releases are cumulative (:data:`RELEASES`, the loading script's version tags):
+``release_v6`` is all six shards (1,055 problems, May 2023 - April 2025), ``v6`` the sixth alone (175 problems, January
+- April 2025); ``start_date`` / ``end_date`` narrow a release by contest date, as lcb_runner does. The default is
+``release_v6`` (docs/livecodebench.md: the paper names no window; read as one greedy sample per problem, its Table 1
+accuracies cannot be fractions of the 175 problems of ``v6``, and fit 1,055); the score also reports the windows papers
+call "LCB v6" (:mod:`.lcb_results`). A downloaded shard must have the sha256 of the hub's copy at that revision
+(:data:`SHARD_SHA256`); offline, ``data`` names a local folder holding the release's shards (their sha256 is recorded in
+provenance, and whether each matches). The benchmark stage checks every selected problem's tests (without ever
 unpickling them: ``sbd_core.evaluation.code.lcb_tests``), writes the problems in lcb_runner's order (sorted by
 ``question_id``) and prints the window and how many problems it holds. Problem ids: ``question_id``.
 
 Prompt (lcb_runner's ``format_prompt_generation`` for chat models): the user turn is lcb_runner's question template
 ("### Question:", the problem, "### Format:" with the starter code or the stdin instruction, "### Answer: (use the
-provided format with backticks)") preceded by its generic system message; the system turn is the run's
-``system_prompt`` (``"detailed thinking on"``, as the other reasoning benchmarks; lcb_runner's layout for reasoning
-models, which folds its system message into the user turn). Without a ``system_prompt`` the system turn is
-lcb_runner's message and the user turn the template (its layout for chat models). Plain-text prompts (``chat:
-false``) are refused: lcb_runner's base-model prompt is a few-shot one this module does not build.
+provided format with backticks)") preceded by its generic system message; the system turn is the run's ``system_prompt``
+(``"detailed thinking on"``, as the other reasoning benchmarks; lcb_runner's layout for reasoning models, which folds
+its system message into the user turn). Without a ``system_prompt`` the system turn is lcb_runner's message and the user
+turn the template (its layout for chat models). Plain-text prompts (``chat: false``) are refused: lcb_runner's
+base-model prompt is a few-shot one this module does not build.
 
 The program is lcb_runner's ``extract_code`` of the raw completion, thinking included (the text between the last two
 lines containing three backticks); no fence, no program (the problem fails); the score file counts the problems where
-the reasoning benchmarks' rule (the answer after ``</think>``) would give another program. A generations record may
-hold several samples (``"completions": [...]``): pass@k with lcb_runner's estimator. Scoring:
+the reasoning benchmarks' rule (the answer after ``</think>``) would give another program. A generations record may hold
+several samples (``"completions": [...]``): pass@k with lcb_runner's estimator. Scoring:
 :func:`sbd_core.evaluation.code.lcb_grader.evaluate_lcb` (lcb_runner's grading, in the code sandbox); the metrics and
 lcb_runner's ``eval_all.json``: :mod:`.lcb_results`.
 """
@@ -292,7 +293,9 @@ def _row(line: bytes, where: str) -> tuple[dict, date]:
 
 def _window_label(settings: LiveCodeBenchSettings) -> str:
     """The release and, when set, the date bounds the test file was selected with."""
-    bounds = f" {settings.start_date or ''}..{settings.end_date or ''}" if settings.start_date or settings.end_date else ""
+    if not settings.start_date and not settings.end_date:
+        return settings.release
+    return f"{settings.release} {settings.start_date or ''}..{settings.end_date or ''}"
     return settings.release + bounds
 
 

@@ -106,8 +106,8 @@ def guard() -> None:
 # ------------------------------------------------------------------------------------------------ interpreter state
 def _state() -> tuple:
     """The interpreter state a program can change and the child's own code depends on (the recursion limit aside:
-    callers reset it inline, before any call)."""
-    return (dict(builtins.__dict__), {name: getattr(sys, name) for name in _STREAMS}, sys.gettrace(),
+    callers reset it inline, before any call). Reads no builtin by name: the program may have replaced them."""
+    return (builtins.__dict__.copy(), {name: sys.__dict__[name] for name in _STREAMS}, sys.gettrace(),
             sys.getprofile(), sys.get_int_max_str_digits())
 
 
@@ -117,8 +117,7 @@ def _swap(state: tuple) -> tuple:
     names, streams, trace, profile, digits = state
     builtins.__dict__.clear()
     builtins.__dict__.update(names)
-    for name, stream in streams.items():
-        setattr(sys, name, stream)
+    sys.__dict__.update(streams)
     sys.settrace(trace)
     sys.setprofile(profile)
     sys.set_int_max_str_digits(digits)
@@ -220,7 +219,8 @@ def _lcb_stdio(text: str, stack: ExitStack) -> io.StringIO:
     capture.close = lambda x: 1
     stack.enter_context(mock.patch("sys.stdout", capture))
     lines = iter(text.split("\n"))
-    for target, value in (("sys.stdin.read", lambda *args: text), ("sys.stdin.readlines", lambda *args: text.split("\n")),
+    for target, value in (("sys.stdin.read", lambda *args: text),
+                          ("sys.stdin.readlines", lambda *args: text.split("\n")),
                           ("sys.stdin.readline", lambda *args: next(lines)), ("sys.stdin", io.StringIO(text)),
                           ("builtins.open", mock.mock_open(read_data=text))):
         stack.enter_context(mock.patch(target, value))

@@ -2,26 +2,28 @@
 
 The rules are lcb_runner's ``lcb_runner/evaluation/testing_util.py`` (``run_test``, ``grade_stdio``,
 ``grade_call_based``) as shipped in ``nvidia-livecodebench`` 26.3: the tests run in order (public, then private), the
-first failing one ends the problem, and a problem passes when every test passed (pass@1 over problems, one greedy
-sample each).
+first failing one ends the problem, and a problem passes when every test passed. (Several samples of a problem are
+several programs: ``sbd_core.benchmarks.lcbv6`` grades each and computes pass@k.)
 
 * stdin problems (:func:`stdin_output_matches`): the whole output and the expected one are stripped and split into
   lines, each line stripped; the line counts must match, and each line must be equal or, token by token, equal as
   ``decimal.Decimal`` numbers ("1.0" matches "1"; there is no float tolerance).
 * functional problems: the arguments are the test input's lines, each JSON-decoded; the returned value (a tuple
-  counted as a list) must ``==`` the JSON-decoded expected output.
-* each test has ``test_timeout_s`` (lcb_runner: 6 s) of wall time; a program that does not load, raises, times out
-  or returns something that is not plain data fails.
+  counted as a list; a ``Fraction``, ``Decimal`` or numeric numpy array rebuilt here) passes when ``value ==
+  expected`` is true; a value that is not plain data is a wrong answer (lcb_runner's ``==`` is false for it), a
+  comparison that raises a runtime error.
+* each test has ``test_timeout_s`` (lcb_runner: 6 s) of wall time; a program that does not load, raises or times
+  out fails.
 
-The programs run in the code sandbox (``sandbox.py``; the sandbox side is ``lcb_child.py``): each problem is one
-request to a sandboxed worker, the candidate's process never sees an expected output, and what it printed or returned
-comes back as plain data and is compared here. Problems are prepared one at a time as workers free up and judged as
-their runs end, so the decompressed tests of only a few problems are in memory at once.
+The programs run in the code sandbox (``sandbox.py``; the sandbox side, lcb_runner's harness, is ``lcb_child.py``):
+each problem is one request to a sandboxed worker, the candidate's process never sees an expected output, and what it
+printed or returned comes back as plain data and is compared here. Problems are prepared one at a time as workers free
+up and judged as their runs end, so the decompressed tests of only a few problems are in memory at once.
 
 Statuses (``per_problem[question_id]["status"]``, lcb_runner's error codes in brackets): ``passed``, ``wrong_answer``
-(-2), ``time_limit_exceeded`` (-3), ``runtime_error`` (-4: the program did not load, raised or returned something
-unserialisable), ``no_code`` (no program was extracted; lcb_runner runs the empty program), ``test_error`` (a test of
-the problem cannot be decoded, which fails every program, as lcb_runner's "Error during testing", -4).
+(-2), ``time_limit_exceeded`` (-3), ``runtime_error`` (-4: the program did not load or raised, or the comparison
+raised), ``no_code`` (no program was extracted; lcb_runner runs the empty program), ``test_error`` (a test of the
+problem cannot be decoded, which fails every program, as lcb_runner's "Error during testing", -4).
 """
 
 from __future__ import annotations

@@ -229,8 +229,8 @@ def _wipe_scratch() -> None:
 
 def _run_child(request: dict, config: dict, body, args: tuple, per_line_s: tuple[float, float] | None
                ) -> tuple[str, bytes]:
-    """Fork a child that runs ``body(*args)`` (see ``_child``), collect its report until the request's ``deadline_s`` (and
-    ``per_line_s``, see ``_collect``), kill whatever it left; return (outcome, report bytes)."""
+    """Fork a child that runs ``body(*args)`` (see ``_child``), collect its report until the request's
+    ``deadline_s`` (and ``per_line_s``, see ``_collect``), kill whatever it left; return (outcome, report bytes)."""
     read_fd, write_fd = os.pipe()
     child = os.fork()
     if child == 0:
