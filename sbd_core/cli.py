@@ -148,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--timing", type=Path, nargs="*", default=[],
                    help="time(k) files of the timing stage (<model>.json): eq. 16 predictions beside the measurement")
     s.add_argument("--stats", type=_json, default=None,
-                   help='the config\'s report.stats (confidence, equivalence margins, resamples), e.g. {"margin_pts": 2}')
+                   help='the config\'s report.stats (confidence, equivalence margins, resamples): {"margin_pts": 2}')
     s.add_argument("--out", type=Path, required=True)
 
     s = sub.add_parser("roofline", help="the paper's roofline (Tables 3-4, eq. 16): analytic, or from a time(k) file")

@@ -190,10 +190,10 @@ def test_perfectly_correlated_families_widen_the_interval():
 def test_two_seeds_that_agree_count_as_one():
     """Identical seeds: the seeds' means do not spread and there is no seed-by-problem noise, so V is the problems'
     variance of one seed, sum (x - m)^2 / (n (n - 1)), against V_iid = 2 sum (x - m)^2 / (2n (2n - 1)):
-    deff = (2n - 1) / (n - 1)."""
+    deff = (2n - 1) / (n - 1), on S - 1 = 1 degree of freedom (two seeds say little about the seeds' spread)."""
     x = np.array([1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0])
     design = design_effect(np.stack([x, x]))
-    assert design.deff == pytest.approx(15 / 7) and design.df == pytest.approx(7.0)
+    assert design.deff == pytest.approx(15 / 7) and design.df == pytest.approx(1.0)
 
 
 def test_seeds_that_disagree_wholesale():

@@ -14,10 +14,10 @@ Modules: ``scores`` (load/validate score files, ``summarize``), ``tables`` (Tabl
 (``build_report`` / ``write_report``); ``stats`` (Wilson, design effects of families and seeds, bootstrap,
 problems needed), ``verdicts`` (the one verdict procedure: Newcombe's paired interval, its p values, Holm, the words),
 ``intervals`` (per-problem pairing with the NTP arm, the summary's interval columns), ``seeds`` (final budget, means
-over fine-tune seeds), ``differences`` (the paired differences table and its words), ``curves`` (the paper's Figures 5, 12, 13),
-``plan`` (which of them a run draws; no pandas: the workflow imports it), ``speed`` (wall-clock against eq. 16 from
-measured time(k)).  The names below are re-exported lazily, so ``sbd_core.report.DEFAULT_PAPER_TABLE`` (used by the
-CLI's defaults) needs neither pandas nor matplotlib, which are the optional ``report`` extra.
+over fine-tune seeds), ``differences`` (the paired differences table and its words), ``curves`` (the paper's Figures
+5, 12, 13), ``plan`` (which of them a run draws; no pandas: the workflow imports it), ``speed`` (wall-clock against
+eq. 16 from measured time(k)).  The names below are re-exported lazily, so ``sbd_core.report.DEFAULT_PAPER_TABLE``
+(used by the CLI's defaults) needs neither pandas, matplotlib nor scipy, which are the optional ``report`` extra.
 
 Usage::
 

@@ -31,7 +31,7 @@ SYNTHETIC_NOTE = (
     "8B-model numbers; only runs of the paper's models on the paper's benchmarks can be compared with Table 1."
 )
 DEFINITIONS = (
-    "Cells read `accuracy % [95% interval] (NFE speedup x [interval], wall wall-clock speedup x [interval])`: "
+    "Cells read `accuracy % [{level} interval] (NFE speedup x [interval], wall wall-clock speedup x [interval])`: "
     "Wilson score intervals of the accuracy (problems of one family counted through a design effect), bootstrap "
     "intervals of the speedups (see Differences to the NTP arm). **NFE speedup** = forward passes of the NTP "
     "arm (NTP-trained model, NTP decoding, same model and benchmark) / forward passes of the row: the paper's "
@@ -78,12 +78,9 @@ def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, 
     parts = ["# SBD benchmark report\n", f"{len(summary)} score files; models: {models}; benchmarks: {benchmarks}.\n"]
     if comparison_md is None:
         parts.append(f"> **Note.** {SYNTHETIC_NOTE}\n")
-    seeds = final_budget(summary)["train_seed"].nunique()
-    seeds_note = (f"_{ONE_SEED[0].upper()}{ONE_SEED[1:]}._\n" if seeds == 1 else
-                  f"{seeds} fine-tune seeds: a row per seed, then the mean \u00b1 sample sd over seeds with the "
-                  "accuracy's interval over seeds and problems.\n")
-    parts += [DEFINITIONS + "\n", "## Reproduction (Table 1 layout)\n", table_md, seeds_note, statistics_md(summary, stats),
-              peers_md, _recipe_md(summary), speed_md]
+    parts += [DEFINITIONS.format(level=f"{100 * stats.confidence:g}%") + "\n", "## Reproduction (Table 1 layout)\n",
+              table_md, f"_{_seeds_note(summary)}_\n", statistics_md(summary, stats), peers_md, _recipe_md(summary),
+              speed_md]
     if comparison_md is not None:
         parts += ["## Beside the paper's Table 1 (ours vs paper: difference)\n", comparison_md, _unavailable_md()]
     if paper_md is not None:
@@ -97,6 +94,15 @@ def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, 
         parts.append("## Figures 5, 12, 13: accuracy vs mean NFE across training budgets and solvers\n")
         parts += _figure_links([f"{stem}.png" for stem in paper_figures])
     return "\n".join(parts)
+
+
+def _seeds_note(summary: pd.DataFrame) -> str:
+    """What Table 1's numbers cover: one fine-tune seed, or how the seeds are summed up."""
+    seeds = final_budget(summary)["train_seed"].nunique()
+    if seeds == 1:
+        return ONE_SEED[0].upper() + ONE_SEED[1:] + "."
+    return (f"{seeds} fine-tune seeds: a row per seed, then the mean \u00b1 sample sd over seeds with the accuracy's "
+            "interval over seeds and problems.")
 
 
 def _figure_links(names: list[str]) -> list[str]:
@@ -148,8 +154,9 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
         "summary.csv": _csv_bytes(summary),
         "table1.csv": _csv_bytes(table),
         "table1.md": to_markdown(disp).encode(),
-        "table1.tex": to_latex(disp, "SBD reproduction: accuracy % [95% interval] (NFE speedup x [interval], "
-                               "wall-clock speedup x [interval])").encode(),
+        "table1.tex": to_latex(disp, f"SBD reproduction: accuracy % [{100 * stats.confidence:g}% interval] (NFE "
+                               f"speedup x [interval], wall-clock speedup x [interval]). {_seeds_note(summary)}"
+                               ).encode(),
     }
     paper_md = comparison_md = None
     paper_path = _resolve_paper_table(paper_table)
