@@ -121,9 +121,11 @@ def test_cli_report_with_likelihood_scores(tmp_path):
     out = tmp_path / "report"
     scores, likelihood = write_scores(tmp_path), write_likelihood(tmp_path)
     assert cli.main(["report", "--scores", *map(str, scores), "--likelihood", *map(str, likelihood),
-                     "--out", str(out)]) == 0
+                     "--stats", '{"margin_pts": 5, "margins_pts": {"code_mc": 3}}', "--out", str(out)]) == 0
     assert "| tiny | sbd | 88.0 [" in (out / "table2.md").read_text()
-    assert len(json.loads((out / "provenance.json").read_text())["settings"]["likelihood"]) == len(likelihood)
+    settings = json.loads((out / "provenance.json").read_text())["settings"]
+    assert len(settings["likelihood"]) == len(likelihood) and settings["stats"]["margin_pts"] == 5
+    assert "equivalence margin \u00b13 pt, \u00b15 pt" in (out / "report.md").read_text()
 
 
 def test_bad_likelihood_score_files_are_named(tmp_path):

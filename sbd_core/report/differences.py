@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..settings import StatsSettings
-from .seeds import final_budget, seed_means
+from .seeds import final_budget
 from .stats import problems_for_equivalence, problems_to_resolve
 from .tables import DASH, _arm_rank, _family_rank, benchmark_order, to_markdown
 from .verdicts import verdict_cell
@@ -26,14 +26,15 @@ def difference_cell(rec) -> str:
                         rec["accuracy_verdict"])
 
 
-def _seeds_cell(rec, per_seed: list[float]) -> str:
-    """A run over its seeds and problems, then each seed's difference: ``... pt: equivalent (p=0.01); seeds -0.4,
-    +0.1, -1.2``."""
+def _seeds_cell(runs: pd.DataFrame) -> str:
+    """A run over its seeds and problems (its seeds' rows), then each seed's difference: ``... pt: equivalent
+    (p=0.01); seeds -0.4, +0.1, -1.2``."""
+    rec = runs.iloc[0]
     if pd.isna(rec["seeds_diff_lo"]):
         return DASH
-    cell = verdict_cell(rec["diff_vs_ntp"], rec["seeds_diff_lo"], rec["seeds_diff_hi"], rec["seeds_diff_p_holm"],
+    cell = verdict_cell(rec["seeds_diff"], rec["seeds_diff_lo"], rec["seeds_diff_hi"], rec["seeds_diff_p_holm"],
                         rec["seeds_equiv_p_holm"], rec["seeds_accuracy_verdict"])
-    return f"{cell}; seeds {', '.join(f'{100 * d:+.1f}' for d in per_seed)}"
+    return f"{cell}; seeds {', '.join(f'{100 * d:+.1f}' for d in runs.sort_values('train_seed')['diff_vs_ntp'])}"
 
 
 def differences(summary: pd.DataFrame) -> pd.DataFrame:
@@ -52,11 +53,8 @@ def differences(summary: pd.DataFrame) -> pd.DataFrame:
             rows.append({**base, "seed": seed,
                          **{b: difference_cell(by.loc[b]) if b in by.index else DASH for b in benchmarks}})
         if several:
-            means = seed_means(grp).set_index("benchmark")
-            per_seed = {b: list(runs.sort_values("train_seed")["diff_vs_ntp"]) for b, runs in grp.groupby("benchmark")}
-            rows.append({**base, "seed": ALL_SEEDS,
-                         **{b: _seeds_cell(means.loc[b], per_seed[b]) if b in means.index else DASH
-                            for b in benchmarks}})
+            by = dict(list(grp.groupby("benchmark")))
+            rows.append({**base, "seed": ALL_SEEDS, **{b: _seeds_cell(by[b]) if b in by else DASH for b in benchmarks}})
     columns = ["model", "objective", "sampler"] + (["seed"] if several else []) + benchmarks
     if not rows:
         return pd.DataFrame(columns=columns)

@@ -44,7 +44,7 @@ VERDICT_COLUMNS = ["diff_p", "equiv_p", "diff_p_holm", "equiv_p_holm", "accuracy
 INTERVAL_COLUMNS = [
     "accuracy_lo", "accuracy_hi", "diff_vs_ntp", "diff_lo", "diff_hi", "n_better", "n_worse", "equiv_margin",
     *VERDICT_COLUMNS, "nfe_speedup_lo", "nfe_speedup_hi", "wall_speedup_lo", "wall_speedup_hi", "problems_needed",
-    "n_seeds", "seeds_accuracy_lo", "seeds_accuracy_hi", "seeds_diff_lo", "seeds_diff_hi",
+    "n_seeds", "seeds_accuracy_lo", "seeds_accuracy_hi", "seeds_diff", "seeds_diff_lo", "seeds_diff_hi",
     *(f"seeds_{c}" for c in VERDICT_COLUMNS),
 ]
 _TEXT_COLUMNS = {"accuracy_verdict", "seeds_accuracy_verdict"}
@@ -123,7 +123,7 @@ def add_intervals(summary: pd.DataFrame, settings: StatsSettings = StatsSettings
         if base is not None and summary.at[base, "problems"] is not None:
             for i, values in _paired_group(group, base, settings).items():
                 found.setdefault(i, {}).update(values)
-    _adjust(found, summary.groupby(["train_seed", "train_steps"]).groups.values(), "", settings)
+    _adjust(found, summary.groupby(["train_seed", "train_steps"]).groups.values(), "", "diff_vs_ntp", settings)
     for i, values in _over_seeds(summary, settings).items():
         found.setdefault(i, {}).update(values)
     out = summary.copy()
@@ -181,9 +181,10 @@ def _difference(row: np.ndarray, base: np.ndarray, clusters, margin: float, sett
             "problems_needed": needed}
 
 
-def _adjust(found: dict, families, prefix: str, settings: StatsSettings) -> None:
+def _adjust(found: dict, families, prefix: str, diff: str, settings: StatsSettings) -> None:
     """Holm's correction within each family of row indices (one table's comparisons), separately for the tests of a
-    difference and of equivalence, and the words from the adjusted p values."""
+    difference and of equivalence (``<prefix>diff_p``, ``<prefix>equiv_p``), and the words from the adjusted p
+    values and the difference ``diff``."""
     for family in families:
         rows = [i for i in family if f"{prefix}diff_p" in found.get(i, {})]
         for kind in ("diff_p", "equiv_p"):
@@ -192,8 +193,7 @@ def _adjust(found: dict, families, prefix: str, settings: StatsSettings) -> None
                 found[i][f"{prefix}{kind}_holm"] = p
         for i in rows:
             values = found[i]
-            diff = values["diff_vs_ntp"] if not prefix else values["_seeds_diff"]
-            values[f"{prefix}accuracy_verdict"] = verdict(diff, values[f"{prefix}diff_p_holm"],
+            values[f"{prefix}accuracy_verdict"] = verdict(values[diff], values[f"{prefix}diff_p_holm"],
                                                           values[f"{prefix}equiv_p_holm"], settings.alpha)
 
 
@@ -219,19 +219,16 @@ def _over_seeds(summary: pd.DataFrame, settings: StatsSettings) -> dict:
         base = bases.get((model, "ntp", steps, "ntp", bench))
         if base is not None and (objective, sampler) != ("ntp", "ntp") and list(base["train_seed"]) == list(
                 members["train_seed"]):
-            base_correct = np.stack([p.correct for p in base["problems"]])
-            if base["problems"].iloc[0].ids != probs[0].ids:
-                raise PairingError(_mismatch(members["path"].iloc[0], base["path"].iloc[0], probs[0].ids,
-                                             base["problems"].iloc[0].ids))
+            base_correct = np.stack([p.correct for p in base["problems"]])  # each seed paired already
             diff = _difference(correct, base_correct, probs[0].clusters, settings.margin(bench), settings)
-            values.update({"seeds_diff_lo": diff["diff_lo"], "seeds_diff_hi": diff["diff_hi"],
-                           "seeds_diff_p": diff["diff_p"], "seeds_equiv_p": diff["equiv_p"],
-                           "_seeds_diff": diff["diff_vs_ntp"]})
+            values.update({"seeds_diff": diff["diff_vs_ntp"], "seeds_diff_lo": diff["diff_lo"],
+                           "seeds_diff_hi": diff["diff_hi"], "seeds_diff_p": diff["diff_p"],
+                           "seeds_equiv_p": diff["equiv_p"]})
             family.setdefault(steps, []).append(members.index[0])
         for i in members.index:
             found[i].update(values)
-    _adjust(found, family.values(), "seeds_", settings)
-    for key, members in runs.items():  # the first seed's row carried the family's words: every seed's row shows them
+    _adjust(found, family.values(), "seeds_", "seeds_diff", settings)
+    for members in runs.values():  # the first seed's row carried the family's words: every seed's row shows them
         first = found[members.index[0]]
         for i in members.index[1:]:
             found[i].update({k: v for k, v in first.items() if k.startswith("seeds_")})

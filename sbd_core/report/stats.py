@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
-from scipy import stats as scipy_stats
+from scipy.special import stdtr, stdtrit  # Student t CDF and its inverse (scipy.stats imports slowly)
 
 
 @dataclass(frozen=True)
@@ -37,11 +37,11 @@ class Design:
 
     def critical(self, confidence: float) -> float:
         """The two-sided quantile of ``confidence``: z, or Student t on ``df`` degrees of freedom."""
-        return float(scipy_stats.t.ppf(0.5 + confidence / 2, self.df))
+        return float(stdtrit(self.df, 0.5 + confidence / 2))
 
     def p_value(self, critical: float) -> float:
         """The two-sided tail probability beyond ``critical`` (the inverse of :meth:`critical`)."""
-        return float(min(1.0, 2 * scipy_stats.t.sf(critical, self.df)))
+        return float(min(1.0, 2 * stdtr(self.df, -critical)))
 
 
 INDEPENDENT = Design()
