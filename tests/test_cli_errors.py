@@ -242,7 +242,12 @@ CASES = {
     "score/empty-generations": (lambda g, b, o: score(g, o, gens=text_file(b, "gens.jsonl", "")), 1,
                                 ["{bad}/gens.jsonl", "no generations"]),
     "score/duplicate-id": (lambda g, b, o: score(g, o, gens=text_file(b, "gens.jsonl", b"".join(gens_lines(g)) + (
-        gens_lines(g, 1)[0].replace(b"####", b"#### 1")))), 1, ["{bad}/gens.jsonl:4", "repeats"]),
+        gens_lines(g, 1)[0].replace(b"####", b"#### 1")))), 1, ["{bad}/gens.jsonl:4", "repeats (lines 1 and 4)"]),
+    "score/duplicate-line": (lambda g, b, o: score(g, o, gens=text_file(b, "gens.jsonl", b"".join(
+        gens_lines(g) + gens_lines(g, 1)))), 1, ["{bad}/gens.jsonl:4", "repeats (lines 1 and 4)"]),
+    "score/several-samples-for-math": (lambda g, b, o: score(g, o, gens=text_file(b, "gens.jsonl", json.dumps(
+        {"id": g["problems"][0]["sbd_id"], "completions": ["#### 1", "#### 2"]}) + "\n")), 1,
+        ["{bad}/gens.jsonl:1", "'completions' (several samples)", "one 'completion' per problem"]),
     "score/missing-data-file": (lambda g, b, o: score(g, o, data=b / "test.jsonl"), 1, ["{bad}/test.jsonl"]),
     "score/truncated-gzip-data": (lambda g, b, o: score(g, o, data=truncated_gzip(g, b)), 1,
                                   ["{bad}/test.jsonl.gz", "not a complete gzip file"]),

@@ -76,7 +76,7 @@ def score_generations(name: str, generations: str | Path, data: str | Path | Non
     bench = get_benchmark(name)
     resolved = bench.settings(settings)
     stated_limit = resolved.limit if settings and "limit" in settings else None
-    completions = read_generations(generations)
+    completions = read_generations(generations, samples=bench.several_samples)
     with tempfile.TemporaryDirectory(prefix=f"score_{name}_", dir=work_dir) as tmp:
         problems, limit_applied = bench.problem_set(data, resolved, stated_limit, tmp)
         bench.check_completions(problems, completions, f"{generations} (answering {data or bench.source})")

@@ -14,6 +14,7 @@ from . import DEFAULT_PAPER_TABLE, FIGURE1_BENCHMARK, figure1_stem
 from .curves import figure_bytes, sbd_families
 from .differences import ONE_SEED, statistics_md
 from .figures import _figure_bytes, _safe_name, figure1_bytes
+from .lcb import lcb_markdown
 from .paper import compare, comparison_display
 from .peers import peers_markdown
 from .plan import planned_figures
@@ -146,7 +147,8 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
     (:mod:`.table2`). ``stats``: the confidence, equivalence margins and resamples (the config's ``report.stats``).
     """
     timings = load_timings(timing_paths)
-    summary = summarize(load_scores(score_paths), timings, stats)
+    scores = load_scores(score_paths)
+    summary = summarize(scores, timings, stats)
     final = seed_means(final_budget(summary))  # one row per run of the final budgets: the paper's view
     table = table1(summary)
     disp = _table1_display(table)
@@ -194,6 +196,9 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
                                                     if speed_png is not None else "")
     report_md = _report_md(summary, to_markdown(disp), comparison_md, paper_md, figures, figure1, paper_figures,
                            speed_md, peers_markdown(final), stats)
+    lcb_md = lcb_markdown(scores)
+    if lcb_md:
+        report_md += "\n" + lcb_md
     if likelihood_paths:
         table2_files, table2_md = build_table2(likelihood_paths, stats=stats)
         files.update(table2_files)

@@ -126,7 +126,7 @@ def _score_row(path: Path, data: dict) -> dict:
         mean_tokens_per_forward=_num(data.get("mean_tokens_per_forward")), wall_time_s=_num(data.get("wall_time_s")),
         block_size=_num(data.get("block_size")), batch_size=_num(data.get("batch_size")), family=spec["family"],
         solver=spec["solver"], params=dict(spec.get("params") or {}), departures=departures_text(data.get("recipe")),
-        metrics=dict(data.get("metrics") or {}), path=str(path),
+        metrics=dict(data.get("metrics") or {}), path=str(path), lcb=data.get("lcb"),
         total_blocks=_num(data.get("total_blocks")), mean_prompt_tokens=_num(data.get("mean_prompt_tokens")),
         **_latency(data.get("latency")),
     )
