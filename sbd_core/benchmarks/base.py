@@ -222,6 +222,11 @@ class Benchmark:
         """The exact text the model is given for ``problem`` (``tokenizer`` is needed only when ``settings.chat``)."""
         raise NotImplementedError
 
+    def cluster(self, problem: dict) -> str | None:
+        """The family ``problem`` belongs to, where a benchmark's problems come in families whose verdicts go
+        together (the report then resamples whole families); None: independent problems."""
+        return None
+
     def score(self, problems: list[dict], completions: Mapping[str, str], work_dir: str | Path,
               settings: Settings) -> dict:
         """Score one completion per problem: ``{"accuracy", "metrics", "n", "per_problem"}``.

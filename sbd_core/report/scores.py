@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..errors import UserError
 from ..io_utils import read_json_object
+from ..settings import StatsSettings
 from .intervals import INTERVAL_COLUMNS, PAIR_COLUMNS, PairingError, add_intervals, problems_of
 from .speed import add_speed_columns
 
@@ -184,7 +185,7 @@ def _speedups(out: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def summarize(df: pd.DataFrame, timings: dict | None = None) -> pd.DataFrame:
+def summarize(df: pd.DataFrame, timings: dict | None = None, stats: StatsSettings = StatsSettings()) -> pd.DataFrame:
     """One row per score file (:data:`KEY_COLUMNS`): accuracy (fraction), speedups, cost, the intervals and paired
     differences of :mod:`.intervals`, the sampler's parameters as columns (``gamma``, ``proxy``, ``threshold``, ...)
     and the benchmark's metrics as ``metric_*``.
@@ -192,10 +193,10 @@ def summarize(df: pd.DataFrame, timings: dict | None = None) -> pd.DataFrame:
     ``nfe_speedup`` = the NTP arm's total NFE / the row's total NFE; ``wall_speedup`` = the NTP arm's decode wall time /
     the row's (same model, seed, budget, benchmark, problems and batch size); both NaN, with a logged warning, without
     that arm. ScoreFileError when a row and its NTP arm do not hold the same problems. ``timings`` (``{model:
-    time(k)}``) gives the eq. 16 predictions (:mod:`sbd_core.report.speed`).
+    time(k)}``) gives the eq. 16 predictions (:mod:`sbd_core.report.speed`); ``stats``: how the intervals are made.
     """
     try:
-        out = add_intervals(add_speed_columns(_speedups(df.copy()), timings or {}))
+        out = add_intervals(add_speed_columns(_speedups(df.copy()), timings or {}), stats)
     except PairingError as err:
         raise ScoreFileError(str(err)) from None
     param_names = sorted({k for p in out["params"] for k in p})

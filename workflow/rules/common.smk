@@ -14,7 +14,7 @@ from sbd_core.report import FIGURE1_BENCHMARK, figure1_stem
 from sbd_core.report.plan import planned_figures
 from sbd_core.samplers import NTP, PEER_MODE, expand_samplers
 from sbd_core.generation import DecodeConfig
-from sbd_core.settings import RuntimeSettings, TimingSettings, from_section
+from sbd_core.settings import RuntimeSettings, StatsSettings, TimingSettings, from_section
 from sbd_core.training_data import MixSpec, get_source
 
 
@@ -63,6 +63,9 @@ PAPER_TABLE = Path(config.get("report", {}).get("paper_table", "results/paper/ta
 if not PAPER_TABLE.is_absolute() and not PAPER_TABLE.exists():
     PAPER_TABLE = Path(workflow.basedir) / PAPER_TABLE  # shipped with the workflow, whatever the working directory
 PAPER_BASES = {name: m["paper_base"] for name, m in config["models"].items() if "paper_base" in m}
+# the report's confidence, equivalence margins and resamples, checked here (sbd_core.settings.StatsSettings)
+STATS = config.get("report", {}).get("stats") or {}
+_checked(from_section, StatsSettings, STATS, "report.stats")
 # Every rule names the environment snakemake must run in (conda env create -f environment.yml, or scripts/setup.sh);
 # --use-conda itself is refused (config.smk)
 CONDA_ENV = "../../environment.yml"
