@@ -30,7 +30,7 @@ def snakemake(workdir: Path, *args, env: dict | None = None) -> subprocess.Compl
 def stand_in_local_models(workdir: Path, config: dict) -> None:
     """Empty folders where a config's local models live (config/figures.yaml's is the default run's base model): the
     workflow checks they exist before it plans anything."""
-    for model in config["models"].values():
+    for model in config.get("models", {}).values():
         if model["source"] == "local":
             (workdir / model["path"]).mkdir(parents=True, exist_ok=True)
 
