@@ -13,6 +13,7 @@ from . import DEFAULT_PAPER_TABLE, FIGURE1_BENCHMARK, figure1_stem
 from .curves import figure_bytes, sbd_families
 from .differences import statistics_md
 from .figures import _figure_bytes, _safe_name, figure1_bytes
+from .lossless import lossless_markdown
 from .paper import compare, comparison_display
 from .peers import peers_markdown
 from .plan import planned_figures
@@ -69,7 +70,7 @@ def _unavailable_md() -> str:
 
 def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, paper_md: str | None,
                figures: list[str], figure1: list[str], paper_figures: list[str], speed_md: str = "",
-               peers_md: str = "") -> str:
+               peers_md: str = "", lossless_md: str = "") -> str:
     """Assemble report.md."""
     models = ", ".join(sorted(summary["model"].unique()))
     benchmarks = ", ".join(sorted(summary["benchmark"].unique()))
@@ -77,7 +78,7 @@ def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, 
     if comparison_md is None:
         parts.append(f"> **Note.** {SYNTHETIC_NOTE}\n")
     parts += [DEFINITIONS + "\n", "## Reproduction (Table 1 layout)\n", table_md, statistics_md(summary),
-              peers_md, _recipe_md(summary), speed_md]
+              peers_md, lossless_md, _recipe_md(summary), speed_md]
     if comparison_md is not None:
         parts += ["## Beside the paper's Table 1 (ours vs paper: difference)\n", comparison_md, _unavailable_md()]
     if paper_md is not None:
@@ -180,7 +181,7 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
     speed_md = speed_markdown(summary, timings) + ("\n" + _figure_links(["wall_vs_predicted.png"])[0]
                                                     if speed_png is not None else "")
     report_md = _report_md(summary, to_markdown(disp), comparison_md, paper_md, figures, figure1, paper_figures,
-                           speed_md, peers_markdown(final))
+                           speed_md, peers_markdown(final), lossless_markdown(final_budget(summary)))
     if likelihood_paths:
         table2_files, table2_md = build_table2(likelihood_paths)
         files.update(table2_files)
