@@ -9,6 +9,10 @@ SBD mode, per batch of left-padded prompts:
      exactly what an NTP model would compute.
 NTP mode prefills all but the last prompt token and then feeds one token per forward (plain greedy decoding unless the
 solver samples), so its NFE equals the number of generated tokens.
+Verified SBD (a solver with ``verify``: :mod:`sbd_core.verify`, whose loop runs on this decoder's forward, prefill
+and stop rule) checks every finished block against NTP mode in the forward that re-feeds it, so it writes NTP mode's
+tokens; its rows advance on their own. The fast engine has no verify path yet: this decoder decodes a verified solver
+whatever ``config.engine`` says.
 
 Tokens never written (both modes, every solver; :func:`never_generated_ids`): the SBD mask token and a padding token of
 its own. Their logits are set to -inf before the solver sees them (:func:`sbd_core.solvers.exclude_tokens`), so the
