@@ -227,6 +227,9 @@ def test_html_report_is_self_contained(smoke):
     (lambda c: c["decode"].update(samplers=c["decode"]["samplers"] + [{"solver": "hf_generate"}],
                                   restrict={"sbd": ["ntp", "hf-generate"]}),
      ["decode.restrict.sbd", "hf-generate", "NTP arm only"]),
+    (lambda c: c.update(report={"stats": {"margin_pts": 200}}), ["margin_pts", "200"]),
+    (lambda c: c.update(report={"stats": {"confidence": 0.95, "margins_pts": {"code": 0}}}),
+     ["report", "stats", "margins_pts", "code"]),
 ])
 def test_bad_config_stops_before_any_work(tmp_path, edit, words):
     config = yaml.safe_load((ROOT / "tests" / "smoke.yaml").read_text())

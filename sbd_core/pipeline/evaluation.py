@@ -215,9 +215,15 @@ def blocks_decoded(records: list[dict], block_size: int, mode: str) -> int:
 def run_score(benchmark: str, generations: Path, out_path: Path, data: Path | None = None,
               settings: dict | None = None, names: dict | None = None, work_dir: Path | None = None) -> dict:
     """Score stored generations (never decodes again) and write the result, with ``names`` (model, objective,
-    sampler) when the DAG runs it; print one summary line."""
+    sampler) when the DAG runs it; print one summary line. A benchmark's ``sidecars`` (``{name: JSON content}``,
+    e.g. LiveCodeBench's ``eval_all.json``) are written beside it as ``<out stem>_<name>``, their paths recorded."""
     result = {**(names or {}), **score_generations(benchmark, generations, data, settings, work_dir)}
     result["provenance"] = provenance("score", {"generations": str(generations), "data": str(data), **(names or {})})
+    sidecars = result.pop("sidecars", None)
+    if sidecars:
+        result["sidecars"] = {name: str(Path(out_path).with_name(f"{Path(out_path).stem}_{name}")) for name in sidecars}
+        for name, content in sidecars.items():
+            write_json_atomic(content, Path(result["sidecars"][name]))
     write_json_atomic(result, out_path)
     metrics = ", ".join(f"{k} {v:.4f}" for k, v in result["metrics"].items() if isinstance(v, float))
     print(f"{benchmark}: accuracy {result['accuracy']:.4f} on {result['n']} problems ({metrics})")
