@@ -25,8 +25,8 @@ def peers_markdown(final: pd.DataFrame) -> str:
              "| tokens/s |", "|---|---|---|---|---|---|---|---|---|"]
     for r in shown.itertuples(index=False):
         lines.append(f"| {r.model} | {r.benchmark} | {r.label} | {100 * r.accuracy:.1f} | {r.tokens_per_forward:.2f} "
-                     f"| {x_text(r.nfe_speedup)} | {x_text(r.wall_speedup)} ({_batch(r.batch_size)}) | {x_text(r.latency_speedup)} "
-                     f"| {_num(r.tokens_per_s)} |")
+                     f"| {x_text(r.nfe_speedup)} | {x_text(r.wall_speedup)} ({_batch(r.batch_size)}) "
+                     f"| {x_text(r.latency_speedup)} | {_num(r.tokens_per_s)} |")
     lines.append("\nAll speedups against the NTP arm (NTP model, NTP decoding) of the same model and benchmark. wall x: "
                  "decode time at the run's batch size (in brackets; prompt lookup decodes one problem at a time); "
                  "latency x: the first `decode.latency_problems` problems one at a time on both sides (- without a "
