@@ -291,6 +291,8 @@ def test_html_report_is_self_contained(smoke):
     (lambda c: c["decode"].update(block_size="16"), ["block_size", "16"]),
     (lambda c: c["decode"]["samplers"].append({"solver": "eb", "gamma": -1}), ["gamma", "-1"]),
     (lambda c: c["decode"]["samplers"].append({"solver": "eb", "threshold": 0.5}), ["threshold", "gamma"]),
+    (lambda c: c["decode"]["samplers"].append({"solver": "eb", "verify": "greedy", "temperature": 0.7}),
+     ["verify='greedy'", "temperature 0"]),
     (lambda c: c["finetune"].update(tokens_per_step=1000), ["tokens_per_step=1000", "batch_size x max_length"]),
     (lambda c: c["data"]["sources"][0].pop("problems"), ["math", "problems"]),
     (lambda c: c["data"].update(sources=[{"name": "gsm8k"}]), ["scratch", "synthetic", "tiny-llama"]),

@@ -15,6 +15,7 @@ from .curves import figure_bytes, sbd_families
 from .differences import ONE_SEED, statistics_md
 from .figures import _figure_bytes, _safe_name, figure1_bytes
 from .lcb import lcb_markdown
+from .lossless import lossless_markdown
 from .paper import compare, comparison_display
 from .peers import peers_markdown
 from .plan import planned_figures
@@ -72,7 +73,7 @@ def _unavailable_md() -> str:
 
 def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, paper_md: str | None,
                figures: list[str], figure1: list[str], paper_figures: list[str], speed_md: str = "",
-               peers_md: str = "", stats: StatsSettings = StatsSettings()) -> str:
+               peers_md: str = "", stats: StatsSettings = StatsSettings(), lossless_md: str = "") -> str:
     """Assemble report.md."""
     models = ", ".join(sorted(summary["model"].unique()))
     benchmarks = ", ".join(sorted(summary["benchmark"].unique()))
@@ -80,8 +81,8 @@ def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, 
     if comparison_md is None:
         parts.append(f"> **Note.** {SYNTHETIC_NOTE}\n")
     parts += [DEFINITIONS.format(level=f"{100 * stats.confidence:g}%") + "\n", "## Reproduction (Table 1 layout)\n",
-              table_md, f"_{_seeds_note(summary)}_\n", statistics_md(summary, stats), peers_md, _recipe_md(summary),
-              speed_md]
+              table_md, f"_{_seeds_note(summary)}_\n", statistics_md(summary, stats), peers_md, lossless_md,
+              _recipe_md(summary), speed_md]
     if comparison_md is not None:
         parts += ["## Beside the paper's Table 1 (ours vs paper: difference)\n", comparison_md, _unavailable_md()]
     if paper_md is not None:
@@ -195,7 +196,7 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
     speed_md = speed_markdown(summary, timings) + ("\n" + _figure_links(["wall_vs_predicted.png"])[0]
                                                     if speed_png is not None else "")
     report_md = _report_md(summary, to_markdown(disp), comparison_md, paper_md, figures, figure1, paper_figures,
-                           speed_md, peers_markdown(final), stats)
+                           speed_md, peers_markdown(final), stats, lossless_markdown(final_budget(summary)))
     lcb_md = lcb_markdown(scores)
     if lcb_md:
         report_md += "\n" + lcb_md
