@@ -338,7 +338,7 @@ class _Run:
         body = tokens[:-1] if reason == "eos" else tokens
         text = cut_at_stop(self.engine.tokenizer.decode(body), self.stop_strings)
         self.results[row] = Generation(text, tokens, nfe, reason, time.perf_counter() - self.started[row],
-                                       self.prefill[row], widths)
+                                       self.prefill[row], widths=widths)
         self.nfe_total, self.tok_total = self.nfe_total + nfe, self.tok_total + len(tokens)
         self.bar.update(1)
         self.bar.set_postfix(nfe=self.nfe_total, tok_per_fwd=f"{self.tok_total / max(self.nfe_total, 1):.2f}")

@@ -25,16 +25,20 @@ def peers_markdown(final: pd.DataFrame) -> str:
              "| tokens/s |", "|---|---|---|---|---|---|---|---|---|"]
     for r in shown.itertuples(index=False):
         lines.append(f"| {r.model} | {r.benchmark} | {r.label} | {100 * r.accuracy:.1f} | {r.tokens_per_forward:.2f} "
-                     f"| {_x(r.nfe_speedup)} | {_x(r.wall_speedup)} ({_batch(r.batch_size)}) | {_x(r.latency_speedup)} "
-                     f"| {_num(r.tokens_per_s)} |")
+                     f"| {x_text(r.nfe_speedup)} | {x_text(r.wall_speedup)} ({_batch(r.batch_size)}) "
+                     f"| {x_text(r.latency_speedup)} | {_num(r.tokens_per_s)} |")
     lines.append("\nAll speedups against the NTP arm (NTP model, NTP decoding) of the same model and benchmark. wall x: "
                  "decode time at the run's batch size (in brackets; prompt lookup decodes one problem at a time); "
                  "latency x: the first `decode.latency_problems` problems one at a time on both sides (- without a "
-                 "latency run). Tokens / forward: generated tokens / forwards actually run (counted on the model).")
+                 "latency run). Tokens / forward: generated tokens / forwards actually run (counted on the model). "
+                 "Two kinds of lossless speedup: prompt lookup drafts from the text and keeps what the NTP arm's "
+                 "greedy decoding would write; a run marked (lossless) drafts SBD blocks and keeps what the SBD arm's "
+                 "own NTP mode would write (checked problem by problem: Lossless SBD).")
     return "\n".join(lines) + "\n"
 
 
-def _x(value) -> str:
+def x_text(value) -> str:
+    """A speedup as ``2.31x`` (``-`` when absent)."""
     return "-" if pd.isna(value) else f"{value:.2f}x"
 
 

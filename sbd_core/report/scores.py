@@ -17,7 +17,9 @@ import pandas as pd
 
 from ..errors import UserError
 from ..io_utils import read_json_object
+from ..settings import StatsSettings
 from .intervals import INTERVAL_COLUMNS, PAIR_COLUMNS, PairingError, add_intervals, problems_of
+from .lossless import LOSSLESS_COLUMNS, NotLossless, acceptance, digests, lossless_labels
 from .speed import add_speed_columns
 
 logger = logging.getLogger(__package__)  # "sbd_core.report": one logger for the whole package
@@ -36,7 +38,9 @@ SUMMARY_COLUMNS = [
     "n_problems", "block_size", "batch_size", "solver", "departures",
     # wall-clock against the roofline (sbd_core.report.speed)
     "mode", "latency_speedup", "tokens_per_s", "forwards_per_block", "predicted_speedup", "latency_problems",
-    "latency_decode_s", "total_blocks", "mean_prompt_tokens",
+    "latency_decode_s", "total_blocks", "mean_prompt_tokens", "engine",
+    # verified runs (sbd_core.report.lossless)
+    *LOSSLESS_COLUMNS,
 ]
 
 
@@ -125,9 +129,10 @@ def _score_row(path: Path, data: dict) -> dict:
         mean_tokens_per_forward=_num(data.get("mean_tokens_per_forward")), wall_time_s=_num(data.get("wall_time_s")),
         block_size=_num(data.get("block_size")), batch_size=_num(data.get("batch_size")), family=spec["family"],
         solver=spec["solver"], params=dict(spec.get("params") or {}), departures=departures_text(data.get("recipe")),
-        metrics=dict(data.get("metrics") or {}), path=str(path),
+        metrics=dict(data.get("metrics") or {}), path=str(path), lcb=data.get("lcb"),
         total_blocks=_num(data.get("total_blocks")), mean_prompt_tokens=_num(data.get("mean_prompt_tokens")),
-        **_latency(data.get("latency")),
+        engine=data.get("engine") or "", digests=digests(data.get("per_problem")),
+        **_latency(data.get("latency")), **acceptance(data.get("per_problem")),
     )
     return row
 
@@ -184,20 +189,24 @@ def _speedups(out: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def summarize(df: pd.DataFrame, timings: dict | None = None) -> pd.DataFrame:
+def summarize(df: pd.DataFrame, timings: dict | None = None, stats: StatsSettings = StatsSettings()) -> pd.DataFrame:
     """One row per score file (:data:`KEY_COLUMNS`): accuracy (fraction), speedups, cost, the intervals and paired
     differences of :mod:`.intervals`, the sampler's parameters as columns (``gamma``, ``proxy``, ``threshold``, ...)
     and the benchmark's metrics as ``metric_*``.
 
     ``nfe_speedup`` = the NTP arm's total NFE / the row's total NFE; ``wall_speedup`` = the NTP arm's decode wall time /
     the row's (same model, seed, budget, benchmark, problems and batch size); both NaN, with a logged warning, without
-    that arm. ScoreFileError when a row and its NTP arm do not hold the same problems. ``timings`` (``{model:
-    time(k)}``) gives the eq. 16 predictions (:mod:`sbd_core.report.speed`).
+    that arm. ScoreFileError when a row and its NTP arm do not hold the same problems, or a verified run's tokens
+    differ from its arm's NTP decoding (:mod:`.lossless`, which adds the ``lossless`` and acceptance columns).
+    ``timings`` (``{model: time(k)}``) gives the eq. 16 predictions (:mod:`sbd_core.report.speed`); ``stats``: how the
+    intervals are made.
     """
     try:
-        out = add_intervals(add_speed_columns(_speedups(df.copy()), timings or {}))
-    except PairingError as err:
+        out = add_intervals(add_speed_columns(_speedups(df.copy()), timings or {}), stats)
+        out["lossless"] = lossless_labels(out)
+    except (PairingError, NotLossless) as err:
         raise ScoreFileError(str(err)) from None
+    out.loc[out["lossless"] == "yes", "label"] += " (lossless)"
     param_names = sorted({k for p in out["params"] for k in p})
     for name in param_names:
         out[name] = [p.get(name) for p in out["params"]]
