@@ -21,13 +21,12 @@ from sbd_core.samplers import sampler_spec
 
 def scored(root: Path, objective, solver, params, verdicts, nfe, seed=0, steps=100, benchmark="math",
            ids=None) -> Path:
-    """A score file with ``per_problem`` verdicts (one NFE value per problem, 0.1 s of wall time each)."""
+    """A score file with ``per_problem`` verdicts (one NFE value per problem)."""
     tag = sampler_spec(solver, **params)["tag"]
     ids = ids or [f"{benchmark}/{i}" for i in range(len(verdicts))]
-    data = score_dict(objective, tag, solver, params, benchmark, sum(verdicts) / len(verdicts), nfe * len(verdicts),
-                      wall=0.1 * len(verdicts))
+    data = score_dict(objective, tag, solver, params, benchmark, sum(verdicts) / len(verdicts), nfe * len(verdicts))
     data.update(n_problems=len(verdicts), train_seed=seed, train_steps=steps,
-                per_problem={i: {"correct": bool(v), "nfe": nfe, "wall_time_s": 0.1} for i, v in zip(ids, verdicts)})
+                per_problem={i: {"correct": bool(v), "nfe": nfe} for i, v in zip(ids, verdicts)})
     path = root / f"{objective}_{tag}_{benchmark}_s{seed}_{steps}.json"
     path.write_text(json.dumps(data))
     return path
@@ -68,7 +67,7 @@ def test_report_words_follow_the_paired_intervals(tmp_path):
     assert "same accuracy" not in lines["eb-entropy-g0.1"] and "same accuracy" in lines["ntp"]
     assert "**math**: 10 problems" in md and "problems** at the largest discordance rate" in md
     lo, hi = wilson_interval(9, 10)
-    cell = f"90.0 [{100 * lo:.1f}, {100 * hi:.1f}] (1.00x [1.00, 1.00], wall 1.00x [1.00, 1.00])"
+    cell = f"90.0 [{100 * lo:.1f}, {100 * hi:.1f}] (1.00x [1.00, 1.00], wall n/a)"  # no speed stage: no wall claim
     assert cell in files["table1.md"].decode()
 
 
@@ -78,8 +77,8 @@ def test_seeds_pair_within_a_seed_and_tables_give_mean_and_spread(tmp_path):
     t = table1(summary)
     eb = t[t["sampler"] == "eb-entropy-g0.1"]
     assert list(eb["seed"]) == [0, 1, "mean \u00b1 sd"]
-    # accuracies 50 and 90; both seeds 4x fewer forwards, the same wall time per problem
-    assert eb.iloc[2]["math"] == "70.0 \u00b1 28.3 (4.00x \u00b1 0.00, wall 1.00x \u00b1 0.00)"
+    # accuracies 50 and 90; both seeds 4x fewer forwards; no speed stage
+    assert eb.iloc[2]["math"] == "70.0 \u00b1 28.3 (4.00x \u00b1 0.00, wall n/a)"
     d = differences(summary)
     mean_row = d[(d["sampler"] == "eb-entropy-g0.1") & (d["seed"] == "mean \u00b1 sd")].iloc[0]
     assert mean_row["math"] == "-20.0 \u00b1 28.3 pt; lower in 1 of 2 seeds, same accuracy in 1"

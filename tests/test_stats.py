@@ -132,8 +132,7 @@ def test_settings_are_checked():
 # ------------------------------------------------------------------------------------------------ pairing
 def probs(correct, nfe=None, ids=None) -> Problems:
     ids = ids or [f"p{i:02d}" for i in range(len(correct))]
-    return Problems(tuple(ids), np.array(correct, dtype=float), None if nfe is None else np.array(nfe, dtype=float),
-                    None)
+    return Problems(tuple(ids), np.array(correct, dtype=float), None if nfe is None else np.array(nfe, dtype=float))
 
 
 def frame(rows) -> pd.DataFrame:
@@ -188,12 +187,10 @@ def test_files_with_other_problems_are_refused_by_name():
 
 
 def test_problems_of_reads_the_verdict_and_checks_it_against_the_accuracy():
-    code = {"per_problem": {"t/1": {"passed_base": True, "passed_plus": False, "nfe": 4, "wall_time_s": 1.0},
-                            "t/0": {"passed_base": True, "passed_plus": True, "nfe": 6, "wall_time_s": 3.0}},
-            "accuracy": 0.5, "wall_time_s": 2.0}
+    code = {"per_problem": {"t/1": {"passed_base": True, "passed_plus": False, "nfe": 4},
+                            "t/0": {"passed_base": True, "passed_plus": True, "nfe": 6}}, "accuracy": 0.5}
     p = problems_of(Path("code.json"), code)
     assert p.ids == ("t/0", "t/1") and list(p.correct) == [1.0, 0.0] and list(p.nfe) == [6.0, 4.0]
-    assert list(p.wall) == [1.5, 0.5]  # the measured total shared out by the rows' stop times
     math_file = {"per_problem": {"0": {"correct": True}, "1": {"correct": True}}, "accuracy": 0.5}
     with pytest.raises(ValueError, match=r"math\.json.*accuracy 1\.0"):
         problems_of(Path("math.json"), math_file)

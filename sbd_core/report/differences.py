@@ -90,7 +90,8 @@ def statistics_md(summary: pd.DataFrame, settings: StatsSettings = StatsSettings
         "differences are to the NTP arm (NTP objective, NTP decoding) of the same model, fine-tune seed and budget "
         f"on the same problems: a paired bootstrap percentile interval ({settings.n_boot:,} resamples of the "
         f"problems, seed {settings.seed}) and an exact McNemar test on the problems the two decide differently. "
-        "Speedup intervals resample the problems the same way (the ratio of totals on each resample). A cell says "
+        "NFE speedup intervals resample the problems the same way (the ratio of totals on each resample; wall "
+        "speedups have intervals over the speed stage's rounds instead, see Wall-clock). A cell says "
         "**same accuracy** only where the paired interval includes 0, which is not a proof of equality: the "
         "interval is how large a difference the problems can hide.\n",
     ]

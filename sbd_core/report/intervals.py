@@ -2,14 +2,9 @@
 model, fine-tune seed, training budget and benchmark, and the statistics of :mod:`.stats` on them.
 
 A score file's ``per_problem`` maps each problem id to its verdict (``correct`` for lm-eval tasks, ``passed`` or
-``passed_plus`` for code benchmarks: :data:`VERDICT_KEYS`) and, from the decode stage, its ``nfe`` and ``wall_time_s``
-(the decoder's time from the start of the problem's batch until its row stopped). A row and its NTP arm are paired by
-problem id; two files that do not hold the same problems are an error naming both.
-
-Wall time per problem: the measured total (the fastest of the timing repeats) shared out in proportion to the rows'
-stop times, so the resampled ratio of totals is the measured wall speedup on the full set; its interval covers which
-problems were drawn, not the run-to-run timing noise, and treats problems as independent although a batch runs until
-its slowest row stops.
+``passed_plus`` for code benchmarks: :data:`VERDICT_KEYS`) and, from the decode stage, its ``nfe``. A row and its NTP
+arm are paired by problem id; two files that do not hold the same problems are an error naming both. (Wall-clock is
+not resampled over problems: its intervals are over the speed stage's rounds, :mod:`.speed`.)
 """
 
 from __future__ import annotations
@@ -31,8 +26,7 @@ PAIR_COLUMNS = ["model", "train_seed", "train_steps", "benchmark"]
 #: Columns added to the summary (fractions for accuracies and differences).
 INTERVAL_COLUMNS = [
     "accuracy_lo", "accuracy_hi", "diff_vs_ntp", "diff_lo", "diff_hi", "n_better", "n_worse", "mcnemar_p",
-    "accuracy_verdict", "nfe_speedup_lo", "nfe_speedup_hi", "wall_speedup_lo", "wall_speedup_hi",
-    "problems_needed",
+    "accuracy_verdict", "nfe_speedup_lo", "nfe_speedup_hi", "problems_needed",
 ]
 SAME = "same accuracy"
 
@@ -43,12 +37,11 @@ class PairingError(ValueError):
 
 @dataclass(frozen=True)
 class Problems:
-    """A score file's problems in id order: verdicts and (when the decode stage recorded them) NFE and wall shares."""
+    """A score file's problems in id order: verdicts and (when the decode stage recorded them) NFE."""
 
     ids: tuple[str, ...]
     correct: np.ndarray
     nfe: np.ndarray | None
-    wall: np.ndarray | None
 
 
 def problems_of(path: Path, data: dict) -> Problems | None:
@@ -70,14 +63,7 @@ def problems_of(path: Path, data: dict) -> Problems | None:
     if abs(correct.mean() - float(data["accuracy"])) > 1e-9:
         raise ValueError(f"score file {path}: per_problem verdicts ({key!r}) give accuracy {correct.mean():.6f}, "
                          f"the file says {data['accuracy']}")
-    nfe = _costs(records, "nfe")
-    wall = _costs(records, "wall_time_s")
-    total_wall = data.get("wall_time_s")
-    if wall is not None and isinstance(total_wall, (int, float)) and wall.sum() > 0:
-        wall = wall * (float(total_wall) / wall.sum())
-    else:
-        wall = None
-    return Problems(tuple(str(i) for i in ids), correct, nfe, wall)
+    return Problems(tuple(str(i) for i in ids), correct, _costs(records, "nfe"))
 
 
 def _costs(records: list[dict], key: str) -> np.ndarray | None:
@@ -132,7 +118,7 @@ def _paired_group(group: pd.DataFrame, base, settings: StatsSettings) -> dict:
             raise PairingError(_mismatch(group.at[i, "path"], group.at[base, "path"], p.ids, ref.ids))
     columns, index = [], {}
     for i, p in members.items():
-        for name, values in (("correct", p.correct), ("nfe", p.nfe), ("wall", p.wall)):
+        for name, values in (("correct", p.correct), ("nfe", p.nfe)):
             if values is not None:
                 index[i, name] = len(columns)
                 columns.append(values)
@@ -140,10 +126,9 @@ def _paired_group(group: pd.DataFrame, base, settings: StatsSettings) -> dict:
     n, found = len(ref.ids), {}
     for i, p in members.items():
         values = found.setdefault(i, {})
-        for name, col in (("nfe", "nfe_speedup"), ("wall", "wall_speedup")):
-            if (i, name) in index and (base, name) in index:
-                ratio = ratio_samples(sums[:, index[base, name]], sums[:, index[i, name]])
-                values[f"{col}_lo"], values[f"{col}_hi"] = percentile_interval(ratio, settings.confidence)
+        if (i, "nfe") in index and (base, "nfe") in index:
+            ratio = ratio_samples(sums[:, index[base, "nfe"]], sums[:, index[i, "nfe"]])
+            values["nfe_speedup_lo"], values["nfe_speedup_hi"] = percentile_interval(ratio, settings.confidence)
         if i != base:
             values.update(_difference(p, ref, sums[:, index[i, "correct"]] - sums[:, index[base, "correct"]], n,
                                       settings))
