@@ -30,7 +30,7 @@ import torch
 from . import pipeline, report, roofline
 from .errors import UserError, user_input
 from .launch import LaunchSettings
-from .settings import RuntimeSettings, TimingSettings, from_section
+from .settings import RuntimeSettings, StatsSettings, TimingSettings, from_section
 
 USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
 DEBUG_ENV = "SBD_DEBUG"
@@ -177,6 +177,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--timing", type=Path, nargs="*", default=[],
                    help="time(k) files of the timing stage (<model>.json): eq. 16 predictions beside the measurement")
     s.add_argument("--speed", type=Path, nargs="*", default=[], help="the speed stage's files (wall-clock)")
+    s.add_argument("--stats", type=_json, default=None,
+                   help='the config\'s report.stats (confidence, equivalence margins, resamples): {"margin_pts": 2}')
     s.add_argument("--out", type=Path, required=True)
 
     s = sub.add_parser("roofline", help="the paper's roofline (Tables 3-4, eq. 16): analytic, or from a time(k) file")
@@ -269,8 +271,9 @@ def _run(args: argparse.Namespace) -> None:
         runtime = from_section(RuntimeSettings, args.runtime, "runtime")
         pipeline.run_likelihood(args.model, args.task, args.settings, args.data, args.out, runtime, args.names)
     elif args.stage == "report":
+        stats = from_section(StatsSettings, args.stats, "report.stats")
         pipeline.run_report(args.scores, args.out, args.paper_table, args.paper_bases, args.timing, args.likelihood,
-                            args.speed)
+                            stats, args.speed)
     elif args.stage == "speed":
         from .pipeline.speed import run_speed  # imported here: it loads torch and transformers' model classes
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import types
 import typing
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from .errors import UserError
 
@@ -138,3 +138,45 @@ class TimingSettings:
         if self.warmup < 0 or self.repeats < 1 or self.rounds < 1 or self.seed < 0:
             raise UserError(f"timing.warmup and timing.seed must be >= 0, timing.repeats and timing.rounds >= 1, got "
                             f"{self.warmup}, {self.seed}, {self.repeats}, {self.rounds}")
+
+
+@dataclass(frozen=True)
+class StatsSettings:
+    """How the report states how sure its numbers are (the config's ``report.stats``; docs/statistics.md).
+    ``confidence``: the two-sided level of every interval and of every verdict (alpha = 1 - confidence);
+    ``margin_pts``: the equivalence margin in accuracy points, a difference to the NTP arm inside +-margin counting
+    as "the same accuracy" (``margins_pts``: per-benchmark margins in its place); ``n_boot`` resamples (``seed``:
+    their seed) for the speedup intervals; ``power`` and ``resolve`` (a fraction: 0.01 is one point) size the
+    problems a task would need."""
+
+    confidence: float = 0.95
+    margin_pts: float = 2.0
+    margins_pts: dict = field(default_factory=dict)
+    n_boot: int = 10_000
+    seed: int = 0
+    power: float = 0.8
+    resolve: float = 0.01
+
+    def __post_init__(self):
+        if not 0.5 <= self.confidence < 1.0 or not 0.0 < self.power < 1.0:
+            raise UserError(f"report.stats.confidence must lie in [0.5, 1) and report.stats.power in (0, 1), got "
+                            f"{self.confidence} and {self.power}")
+        margins = {"margin_pts": self.margin_pts, **{f"margins_pts.{k}": v for k, v in self.margins_pts.items()}}
+        bad = {k: v for k, v in margins.items()
+               if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 < v < 100.0}
+        if bad:
+            raise UserError(f"report.stats.{next(iter(bad))} must be a number of points in (0, 100), got "
+                            f"{next(iter(bad.values()))!r}")
+        if self.n_boot < 100:
+            raise UserError(f"report.stats.n_boot must be >= 100, got {self.n_boot}")
+        if not 0.0 < self.resolve < 1.0:
+            raise UserError(f"report.stats.resolve must lie in (0, 1) (a fraction: 0.01 is one point), got "
+                            f"{self.resolve}")
+
+    @property
+    def alpha(self) -> float:
+        return 1.0 - self.confidence
+
+    def margin(self, benchmark: str) -> float:
+        """The equivalence margin of ``benchmark`` as a fraction (0.02 for 2 points)."""
+        return float(self.margins_pts.get(benchmark, self.margin_pts)) / 100.0

@@ -57,10 +57,35 @@ def expected(config: dict) -> dict[str, set[str]]:
     return {**planned, "likelihood_task": likelihood, "likelihood_job": jobs}  # every trained arm on every task
 
 
+def stacked(base: dict, extra: dict) -> dict:
+    """``extra`` merged into ``base`` key by key, as Snakemake merges several --configfile files."""
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = stacked(base.get(key, {}), value) if isinstance(value, dict) else value
+    return out
+
+
+def shipped(path: Path) -> tuple[list[str], dict]:
+    """The --configfile arguments of a shipped config and the config they give: a whole config alone, a partial one
+    (no ``run``: config/seeds.yaml) stacked on the default, as its comment says to run it."""
+    config = yaml.safe_load(path.read_text())
+    if "run" in config:
+        return ["--configfile", str(path)], config
+    default = ROOT / "config" / "config.yaml"
+    return ["--configfile", str(default), str(path)], stacked(yaml.safe_load(default.read_text()), config)
+
+
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
 def test_dry_run_plans_only_what_the_config_says(tmp_path, path):
-    config = yaml.safe_load(path.read_text())
-    assert planned(tmp_path, "--configfile", str(path)) == expected(config)
+    args, config = shipped(path)
+    assert planned(tmp_path, *args) == expected(config)
+
+
+def test_the_seeds_config_trains_three_seeds_per_arm():
+    _, config = shipped(ROOT / "config" / "seeds.yaml")
+    assert sorted(trained_arms(plan_arms(config["finetune"]))) == ["ntp", "ntp-s1", "ntp-s2", "sbd", "sbd-s1",
+                                                                   "sbd-s2"]
+    assert config["run"] == "embedded"  # seed 0 is the default run's own
 
 
 def test_default_run_uses_config_yaml(tmp_path):
@@ -205,8 +230,8 @@ def test_downloads_run_on_the_submitting_node(tmp_path):
 def test_timing_stage_measures_each_model_once_and_feeds_the_report(tmp_path, path):
     """One time(k) job per model (its SBD arm's checkpoint, the decode block size and its batch sizes), on the whole
     machine like a decode job, and the report reads every time(k) file."""
-    config = yaml.safe_load(path.read_text())
-    out = snakemake(tmp_path, "-n", "-p", "--configfile", str(path), "--cores", "2")
+    args, config = shipped(path)
+    out = snakemake(tmp_path, "-n", "-p", *args, "--cores", "2")
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     planned_jobs = jobs(out.stdout)
     timing = [j["command"] for j in planned_jobs if j["rule"] == "timing"]
@@ -258,7 +283,7 @@ def test_one_speed_job_per_model_and_benchmark_times_every_decode_run_after_it(t
         model, bench = name.split("/")
         outs = [re.search(r"--out (\S+)", d["command"]).group(1) for d in decodes]
         generations = sorted(o for o in outs if f"/generations/{model}/" in o and o.endswith(f"/{bench}.jsonl"))
-        assert len(generations) == 2 * 7  # two seeds x (NTP arm: ntp, hf_generate; SBD arm: ntp, 4 x EB)
+        assert len(generations) == len(decodes) // len(config["benchmarks"])  # every decode run of the benchmark
         assert sorted(i for i in job["input"] if i.endswith(".jsonl") and "/generations/" in i) == generations
         arms = {f"results/embedded/models/{model}/{arm}" for arm in ("ntp", "sbd", "ntp-s1", "sbd-s1")}
         assert arms <= set(job["input"])

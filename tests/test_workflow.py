@@ -219,6 +219,8 @@ def test_html_report_is_self_contained(smoke):
     (lambda c: c["decode"].update(block_size="16"), ["block_size", "16"]),
     (lambda c: c["decode"]["samplers"].append({"solver": "eb", "gamma": -1}), ["gamma", "-1"]),
     (lambda c: c["decode"]["samplers"].append({"solver": "eb", "threshold": 0.5}), ["threshold", "gamma"]),
+    (lambda c: c["decode"]["samplers"].append({"solver": "eb", "verify": "greedy", "temperature": 0.7}),
+     ["verify='greedy'", "temperature 0"]),
     (lambda c: c["finetune"].update(tokens_per_step=1000), ["tokens_per_step=1000", "batch_size x max_length"]),
     (lambda c: c["data"]["sources"][0].pop("problems"), ["math", "problems"]),
     (lambda c: c["data"].update(sources=[{"name": "gsm8k"}]), ["scratch", "synthetic", "tiny-llama"]),
@@ -229,6 +231,9 @@ def test_html_report_is_self_contained(smoke):
     (lambda c: c["decode"].update(samplers=c["decode"]["samplers"] + [{"solver": "hf_generate"}],
                                   restrict={"sbd": ["ntp", "hf-generate"]}),
      ["decode.restrict.sbd", "hf-generate", "NTP arm only"]),
+    (lambda c: c.update(report={"stats": {"margin_pts": 200}}), ["margin_pts", "200"]),
+    (lambda c: c.update(report={"stats": {"confidence": 0.95, "margins_pts": {"code": 0}}}),
+     ["report", "stats", "margins_pts", "code"]),
 ])
 def test_bad_config_stops_before_any_work(tmp_path, edit, words):
     config = yaml.safe_load((ROOT / "tests" / "smoke.yaml").read_text())

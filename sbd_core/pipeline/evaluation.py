@@ -6,17 +6,20 @@ so adding one touches its module and a config entry, nothing here.
 Files (one per line / object):
 
 * decode writes ``<benchmark>.jsonl``: ``{"id", "prompt", "completion", "token_ids", "num_tokens", "nfe",
-  "tokens_per_forward", "stop_reason", "wall_time_s", "prompt_tokens"}`` per problem, and
+  "tokens_per_forward", "stop_reason", "wall_time_s", "prompt_tokens"}`` per problem (a verified run adds ``accepted``
+  and ``drafted``: per draft, the tokens NTP mode kept and the tokens checked, :mod:`sbd_core.verify`), and
   ``<benchmark>.jsonl.provenance.json`` beside it with the sampler spec, the decode and benchmark settings, the model's
   training recipe and ``total_wall_time_s`` (this job's decode, model loading excluded: a record, not a measurement
   the report compares; wall-clock is the speed stage's, :mod:`.speed`);
 * score writes one JSON object: the benchmark's metrics, the NFE and token totals the report derives NFE speedups
   from, the sampler spec, the recipe and the per-problem verdicts, each with its problem's ``nfe`` and ``num_tokens``
-  (the report's intervals resample problems).
+  (the report's intervals resample problems), the digest of its tokens (``tokens_sha``: the report checks verified runs
+  against NTP mode with it) and a verified run's ``accepted`` / ``drafted`` lengths.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -110,13 +113,14 @@ def run_decode(model_dir: Path, benchmark: str, benchmark_settings: dict | None,
     prompt_tokens = [len(tokenizer(p, add_special_tokens=config.add_special_tokens)["input_ids"]) for p in prompts]
     records = [{"id": p[ID_KEY], "prompt": prompt, "completion": g.text, "token_ids": g.token_ids,
                 "num_tokens": g.num_tokens, "nfe": g.nfe, "tokens_per_forward": g.tokens_per_forward,
-                "stop_reason": g.stop_reason, "wall_time_s": g.wall_time_s, "prompt_tokens": n}
+                "stop_reason": g.stop_reason, "wall_time_s": g.wall_time_s, "prompt_tokens": n,
+                **({} if g.accepted is None else {"accepted": g.accepted, "drafted": g.drafted})}
                for p, prompt, g, n in zip(problems, prompts, generations, prompt_tokens)]
     write_jsonl_atomic(records, out_path)
     record = {"model": str(model_dir), "recipe": _model_recipe(model_dir), "benchmark": benchmark,
               "benchmark_settings": asdict(settings),
               "sampler_spec": sampler_spec, "block_size": config.block_size, "batch_size": decoder.config.batch_size,
-              "engine": config.engine, "runtime": asdict(runtime), "total_wall_time_s": elapsed,
+              "engine": decoder.config.engine, "runtime": asdict(runtime), "total_wall_time_s": elapsed,
               "mean_prompt_tokens": sum(prompt_tokens) / max(len(prompt_tokens), 1)}
     write_json_atomic(provenance("decode", record), Path(str(out_path) + ".provenance.json"))
     log.info("decoded %d problems in %.1f s", len(records), elapsed)
@@ -132,9 +136,18 @@ def cost_aggregates(records: list[dict]) -> dict:
             "mean_tokens_per_forward": sum(per_problem) / max(len(per_problem), 1)}
 
 
+def tokens_digest(token_ids: list[int]) -> str:
+    """A short digest of a generation's tokens: two runs wrote the same tokens iff their digests are equal (up to a
+    collision of 64-bit hashes)."""
+    return hashlib.sha256(json.dumps(token_ids).encode()).hexdigest()[:16]
+
+
 def per_problem_costs(per_problem: dict, records: list[dict]) -> dict:
-    """Each problem's verdict with its generation's cost (``nfe``, ``num_tokens``), by problem id."""
-    costs = {str(r["id"]): {key: r.get(key) for key in ("nfe", "num_tokens")} for r in records}
+    """Each problem's verdict with its generation's cost (``nfe``, ``num_tokens``), the digest of its tokens
+    (``tokens_sha``) and, from a verified run, its per-draft ``accepted`` and ``drafted`` lengths; by problem id."""
+    costs = {str(r["id"]): {**{key: r.get(key) for key in ("nfe", "num_tokens")},
+                            **({"tokens_sha": tokens_digest(r["token_ids"])} if "token_ids" in r else {}),
+                            **{key: r[key] for key in ("accepted", "drafted") if key in r}} for r in records}
     return {pid: {**verdict, **costs.get(str(pid), {})} for pid, verdict in per_problem.items()}
 
 
@@ -176,9 +189,15 @@ def blocks_decoded(records: list[dict], block_size: int, mode: str) -> int:
 def run_score(benchmark: str, generations: Path, out_path: Path, data: Path | None = None,
               settings: dict | None = None, names: dict | None = None, work_dir: Path | None = None) -> dict:
     """Score stored generations (never decodes again) and write the result, with ``names`` (model, objective,
-    sampler) when the DAG runs it; print one summary line."""
+    sampler) when the DAG runs it; print one summary line. A benchmark's ``sidecars`` (``{name: JSON content}``,
+    e.g. LiveCodeBench's ``eval_all.json``) are written beside it as ``<out stem>_<name>``, their paths recorded."""
     result = {**(names or {}), **score_generations(benchmark, generations, data, settings, work_dir)}
     result["provenance"] = provenance("score", {"generations": str(generations), "data": str(data), **(names or {})})
+    sidecars = result.pop("sidecars", None)
+    if sidecars:
+        result["sidecars"] = {name: str(Path(out_path).with_name(f"{Path(out_path).stem}_{name}")) for name in sidecars}
+        for name, content in sidecars.items():
+            write_json_atomic(content, Path(result["sidecars"][name]))
     write_json_atomic(result, out_path)
     metrics = ", ".join(f"{k} {v:.4f}" for k, v in result["metrics"].items() if isinstance(v, float))
     print(f"{benchmark}: accuracy {result['accuracy']:.4f} on {result['n']} problems ({metrics})")

@@ -14,6 +14,7 @@ import pandas as pd
 
 from .speed import floor_line
 
+
 def peers_markdown(final: pd.DataFrame, speeds: pd.DataFrame) -> str:
     """The section (empty when the run decoded no peer); ``final``: one summary row per run (seed means); ``speeds``:
     the speed table (its A/A control)."""
@@ -29,18 +30,22 @@ def peers_markdown(final: pd.DataFrame, speeds: pd.DataFrame) -> str:
              "| tokens/s |", "|---|---|---|---|---|---|---|---|---|"]
     for r in shown.itertuples(index=False):
         lines.append(f"| {r.model} | {r.benchmark} | {r.label} | {100 * r.accuracy:.1f} | {r.tokens_per_forward:.2f} "
-                     f"| {_x(r.nfe_speedup)} | {_x(r.wall_speedup)} ({_batch(r.batch_size)}) | {_x(r.latency_speedup)} "
-                     f"| {_num(r.tokens_per_s)} |")
+                     f"| {x_text(r.nfe_speedup)} | {x_text(r.wall_speedup)} ({_batch(r.batch_size)}) "
+                     f"| {x_text(r.latency_speedup)} | {_num(r.tokens_per_s)} |")
     lines.append("\nAll speedups against the NTP arm (NTP model, NTP decoding) of the same model and benchmark. "
                  "wall x: the speed stage's decode time at the run's batch size (in brackets; prompt lookup decodes one "
                  "problem at a time); latency x: the speed stage's problems one at a time on both sides (- without a "
                  "speed stage); medians over rounds (intervals: Wall-clock). Tokens / forward: generated tokens / "
-                 "forwards actually run (counted on the model).\n")
+                 "forwards actually run (counted on the model). Two kinds of lossless speedup: prompt lookup drafts "
+                 "from the text and keeps what the NTP arm's greedy decoding would write; a run marked (lossless) "
+                 "drafts SBD blocks and keeps what the SBD arm's own NTP mode would write (checked problem by problem: "
+                 "Lossless SBD).\n")
     lines.append(floor_line(speeds))
     return "\n".join(lines) + "\n"
 
 
-def _x(value) -> str:
+def x_text(value) -> str:
+    """A speedup as ``2.31x`` (``-`` when absent)."""
     return "-" if pd.isna(value) else f"{value:.2f}x"
 
 

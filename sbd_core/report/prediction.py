@@ -49,7 +49,7 @@ def predicted_time(timing: roofline.Timing, row: dict) -> float:
     return total
 
 
-def predicted_speedup(timing: roofline.Timing, row: dict, reference: dict) -> RoundInterval:
+def predicted_speedup(timing: roofline.Timing, row: dict, reference: dict, confidence: float = 0.95) -> RoundInterval:
     """The reference's predicted time over the row's, per time(k) round (median and interval over rounds; the file's
     medians, without an interval, for a file measured before rounds); NaN where time(k) does not cover the run."""
     if row["mode"] not in ("ntp", "sbd"):
@@ -62,11 +62,11 @@ def predicted_speedup(timing: roofline.Timing, row: dict, reference: dict) -> Ro
         except roofline.RooflineInputError as err:
             logger.warning("no eq. 16 prediction for %s of round %d: %s", row["name"], len(values), err)
             return median_interval([])
-    interval = median_interval(values)
+    interval = median_interval(values, confidence)
     return interval if len(values) > 1 else RoundInterval(values[0], math.nan, math.nan, math.nan, 1)
 
 
-def prediction_table(docs: list[dict], timings: dict[str, roofline.Timing]) -> pd.DataFrame:
+def prediction_table(docs: list[dict], timings: dict[str, roofline.Timing], confidence: float = 0.95) -> pd.DataFrame:
     """One row per timed (non-control) speed-file row: its predicted speedup with interval and widths source."""
     rows = []
     for doc in docs:
@@ -75,7 +75,7 @@ def prediction_table(docs: list[dict], timings: dict[str, roofline.Timing]) -> p
         for row in doc["rows"]:
             if row.get("control") or row["name"] == row["reference"]:  # the A/A control; the reference itself
                 continue
-            interval = (predicted_speedup(timing, row, by_name[row["reference"]]) if timing is not None
+            interval = (predicted_speedup(timing, row, by_name[row["reference"]], confidence) if timing is not None
                         else median_interval([]))
             rows.append({"model": doc["model"], "benchmark": doc["benchmark"], "objective": row["objective"],
                          "train_seed": row["train_seed"], "train_steps": row["train_steps"], "sampler": row["sampler"],

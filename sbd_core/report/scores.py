@@ -17,7 +17,9 @@ import pandas as pd
 
 from ..errors import UserError
 from ..io_utils import read_json_object
+from ..settings import StatsSettings
 from .intervals import INTERVAL_COLUMNS, PAIR_COLUMNS, PairingError, add_intervals, problems_of
+from .lossless import LOSSLESS_COLUMNS, NotLossless, acceptance, digests, lossless_labels
 from .prediction import PREDICTION_COLUMNS, add_prediction_columns, prediction_table
 from .speed import SPEED_COLUMNS, add_wall_columns, speed_table
 
@@ -35,6 +37,9 @@ SUMMARY_COLUMNS = [
     "nfe_speedup", "wall_speedup",
     "tokens_per_forward", "mean_tokens_per_forward", "mean_nfe", "total_nfe", "total_tokens",
     "n_problems", "block_size", "batch_size", "solver", "departures", "mode", "total_blocks", "mean_prompt_tokens",
+    "engine",
+    # verified runs (sbd_core.report.lossless)
+    *LOSSLESS_COLUMNS,
 ]
 
 
@@ -120,10 +125,13 @@ def _score_row(path: Path, data: dict) -> dict:
         accuracy=float(data["accuracy"]), n_problems=int(data["n_problems"]), total_nfe=int(data["total_nfe"]),
         total_tokens=int(data["total_tokens"]), mean_nfe=data["total_nfe"] / max(data["n_problems"], 1),
         tokens_per_forward=data["total_tokens"] / data["total_nfe"],
-        mean_tokens_per_forward=_num(data.get("mean_tokens_per_forward")), block_size=_num(data.get("block_size")), batch_size=_num(data.get("batch_size")), family=spec["family"],
+        mean_tokens_per_forward=_num(data.get("mean_tokens_per_forward")), block_size=_num(data.get("block_size")),
+        batch_size=_num(data.get("batch_size")), family=spec["family"],
         solver=spec["solver"], params=dict(spec.get("params") or {}), departures=departures_text(data.get("recipe")),
-        metrics=dict(data.get("metrics") or {}), path=str(path),
+        metrics=dict(data.get("metrics") or {}), path=str(path), lcb=data.get("lcb"),
         total_blocks=_num(data.get("total_blocks")), mean_prompt_tokens=_num(data.get("mean_prompt_tokens")),
+        engine=data.get("engine") or "", digests=digests(data.get("per_problem")),
+        **acceptance(data.get("per_problem")),
     )
     return row
 
@@ -167,22 +175,27 @@ def _speedups(out: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def summarize(df: pd.DataFrame, speed_docs: list[dict] = (), timings: dict | None = None) -> pd.DataFrame:
+def summarize(df: pd.DataFrame, speed_docs: list[dict] = (), timings: dict | None = None,
+              stats: StatsSettings = StatsSettings()) -> pd.DataFrame:
     """One row per score file (:data:`KEY_COLUMNS`): accuracy (fraction), speedups, cost, the intervals and paired
     differences of :mod:`.intervals`, the wall-clock of the speed stage, the sampler's parameters as columns
     (``gamma``, ``proxy``, ``threshold``, ...) and the benchmark's metrics as ``metric_*``.
 
     ``nfe_speedup`` = the NTP arm's total NFE / the row's total NFE (NaN, with a logged warning, without that arm);
-    ScoreFileError when a row and its NTP arm do not hold the same problems. ``speed_docs``: the speed stage's files
-    (``wall_speedup`` and the columns of :mod:`.speed`: NaN for a run they do not time); ``timings`` (``{model:
-    time(k)}``) gives the eq. 16 predictions on their problems (:mod:`.prediction`).
+    ScoreFileError when a row and its NTP arm do not hold the same problems, or a verified run's tokens differ from its
+    arm's NTP decoding (:mod:`.lossless`, which adds the ``lossless`` and acceptance columns). ``speed_docs``: the
+    speed stage's files (``wall_speedup`` and the columns of :mod:`.speed`: NaN for a run they do not time);
+    ``timings`` (``{model: time(k)}``) gives the eq. 16 predictions on their problems (:mod:`.prediction`); ``stats``:
+    how the intervals are made.
     """
     try:
-        out = add_intervals(_speedups(df.copy()))
-    except PairingError as err:
+        out = add_intervals(_speedups(df.copy()), stats)
+        out["lossless"] = lossless_labels(out)
+    except (PairingError, NotLossless) as err:
         raise ScoreFileError(str(err)) from None
-    out = add_wall_columns(out, speed_table(list(speed_docs)))
-    out = add_prediction_columns(out, prediction_table(list(speed_docs), timings or {}))
+    out.loc[out["lossless"] == "yes", "label"] += " (lossless)"
+    out = add_wall_columns(out, speed_table(list(speed_docs), stats.confidence))
+    out = add_prediction_columns(out, prediction_table(list(speed_docs), timings or {}, stats.confidence))
     param_names = sorted({k for p in out["params"] for k in p})
     for name in param_names:
         out[name] = [p.get(name) for p in out["params"]]

@@ -16,7 +16,7 @@ from sbd_core.report import FIGURE1_BENCHMARK, figure1_stem
 from sbd_core.report.plan import planned_figures
 from sbd_core.samplers import NTP, PEER_MODE, expand_samplers
 from sbd_core.generation import DecodeConfig
-from sbd_core.settings import RuntimeSettings, SpeedSettings, TimingSettings, from_section
+from sbd_core.settings import RuntimeSettings, SpeedSettings, StatsSettings, TimingSettings, from_section
 from sbd_core.training_data import MixSpec, get_source
 
 
@@ -66,6 +66,9 @@ PAPER_TABLE = Path(config.get("report", {}).get("paper_table", "results/paper/ta
 if not PAPER_TABLE.is_absolute() and not PAPER_TABLE.exists():
     PAPER_TABLE = Path(workflow.basedir) / PAPER_TABLE  # shipped with the workflow, whatever the working directory
 PAPER_BASES = {name: m["paper_base"] for name, m in config["models"].items() if "paper_base" in m}
+# the report's confidence, equivalence margins and resamples, checked here (sbd_core.settings.StatsSettings)
+STATS = config.get("report", {}).get("stats") or {}
+_checked(from_section, StatsSettings, STATS, "report.stats")
 CONDA_ENV = "../../environment.yml"  # the same environment as `conda env create -f environment.yml`
 
 # Jobs call `python -m sbd_core ...`. Without --use-conda that is the Python running Snakemake (e.g. .venv/bin/python,

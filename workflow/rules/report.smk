@@ -24,6 +24,7 @@ rule report:
     params:
         paper=str(PAPER_TABLE),
         bases=arg(PAPER_BASES),
+        stats=arg(STATS),
         out=lambda wc, output: Path(output[0]).parent,
     log:
         f"{RUN}/logs/report.log",
@@ -31,5 +32,5 @@ rule report:
         CONDA_ENV
     shell:
         "python -m sbd_core report --scores {input.scores} --timing {input.timings} --speed {input.speeds}"
-        " --likelihood {input.likelihood}"
-        " --paper-table {params.paper} --paper-bases {params.bases:q} --out {params.out} > {log} 2>&1"
+        " --likelihood {input.likelihood} --paper-table {params.paper} --paper-bases {params.bases:q}"
+        " --stats {params.stats:q} --out {params.out} > {log} 2>&1"
