@@ -11,11 +11,11 @@ reads their files with the functions here).
   values sorted, ``[x_(j), x_(n+1-j)]`` covers the true median with probability ``1 - 2 P(Bin(n, 1/2) <= j - 1)``
   whenever rounds are exchangeable (nothing else is assumed). ``j`` is the largest index whose coverage is at least the
   confidence asked; with fewer rounds than that needs (n <= 5 for 95%) it is ``[min, max]`` at its own, stated level
-  (93.75% for 5 rounds, 96.9% for 6). Ratios and log ratios give the same interval (order statistics commute with
-  ``log``). Not the percentile bootstrap of the log ratio: for a median over a handful of rounds its resamples take the
-  observed values only, so it returns order statistics too, but at a level it does not know (over 7 rounds it returns
-  ``[x_(2), x_(6)]`` labelled 95%, whose coverage is 87.5%); the interval never collapses to a point unless every round
-  measured the very same ratio.
+  (93.75% for 5 rounds; 6 to 8 rounds give ``[min, max]`` at 96.9-99.2%). Ratios and log ratios give the same interval
+  (order statistics commute with ``log``). Not the percentile bootstrap of the log ratio: for a median over a handful
+  of rounds its resamples take the observed values only, so it returns order statistics too, but at a level it does
+  not know (over 7 rounds it returns ``[x_(2), x_(6)]`` labelled 95%, whose coverage is 87.5%); the interval never
+  collapses to a point unless every round measured the very same ratio.
 """
 
 from __future__ import annotations
