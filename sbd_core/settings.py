@@ -146,7 +146,7 @@ class StatsSettings:
     ``confidence``: the two-sided level of every interval and of every verdict (alpha = 1 - confidence);
     ``margin_pts``: the equivalence margin in accuracy points, a difference to the NTP arm inside +-margin counting
     as "the same accuracy" (``margins_pts``: per-benchmark margins in its place); ``n_boot`` resamples (``seed``:
-    their seed) for the speedup intervals; ``power`` and ``resolve`` (a fraction: 0.01 is one point) size the
+    their seed) for the NFE speedup intervals; ``power`` and ``resolve`` (a fraction: 0.01 is one point) size the
     problems a task would need."""
 
     confidence: float = 0.95

@@ -2,7 +2,7 @@
 # The GPU check: what a session with a GPU runs first (<= 8 minutes on an H200), each step under a share of one
 # deadline, everything it measures under results/gpu/ with its provenance:
 #   1. tests/test_gpu.py: FlexAttention training with backward, the decoder and the fast engine against the reference
-#   2. time(k) on the 8B shape with random weights: python -m sbd_core timing --shape llama-3.1-8b --budget-s ...
+#   2. time(k) on the 8B shape with random weights: python -m sbd_core timing --shape llama-3.1-8b ... --out timing.json
 #   3. bench_decode on the 8B shape: the engine (compiled) against eager generate, batch 1, NTP and SBD
 #   4. fine-tune tokens/s: benchmarks/bench_train.py --preset llama8b --layers 1 2 (for the paper run's cost)
 #   5. the pilot (config/pilot.yaml) at a short budget: a few optimizer steps per arm, a few GSM8K-schema stand-in

@@ -25,13 +25,23 @@ SHIPPED = sorted((ROOT / "config").glob("*.yaml"))
 def snakemake(workdir: Path, *args, env: dict | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
     return subprocess.run(SNAKEMAKE + ["--directory", str(workdir), *args], capture_output=True, text=True,
-                          env=env, timeout=300)
+                          env=env, timeout=300, cwd=workdir)  # relative --configfile paths: as a user in workdir
+
+
+def stand_in_local_models(workdir: Path, config: dict) -> None:
+    """Empty folders where a config's local models live (config/figures.yaml's is the default run's base model): the
+    workflow checks they exist before it plans anything."""
+    for model in config.get("models", {}).values():
+        if model["source"] == "local":
+            (workdir / model["path"]).mkdir(parents=True, exist_ok=True)
 
 
 def planned(workdir: Path, *args) -> dict[str, set[str]]:
     """Each wildcard's values over all jobs of a dry run in ``workdir``, which holds a copy of config/ as a user's
     checkout does (so a default config that merged into --configfile would show up here)."""
     shutil.copytree(ROOT / "config", workdir / "config")
+    for path in sorted((workdir / "config").glob("*.yaml")):
+        stand_in_local_models(workdir, yaml.safe_load(path.read_text()))
     out = snakemake(workdir, "-n", "-p", *args)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     values: dict[str, set[str]] = {}
@@ -140,6 +150,61 @@ def test_the_ablation_arm_gets_its_likelihood_jobs(tmp_path):
             for task in ("math_mc", "code_mc")} == values["likelihood_job"]
 
 
+# ------------------------------------------------------------------------------------------------ config mistakes
+def error_lines(out: subprocess.CompletedProcess) -> list[str]:
+    """What a failed run printed, without Snakemake's note on the profile it found."""
+    return [line for line in (out.stdout + out.stderr).splitlines()
+            if line.strip() and not line.startswith("Using workflow specific profile")]
+
+
+def readme_stacking_example() -> str:
+    """The override file of the README's "stack a config" example (``echo '...' > my.yaml``)."""
+    return re.search(r"echo '([^']*)' > my\.yaml", (ROOT / "README.md").read_text()).group(1)
+
+
+def test_a_partial_configfile_alone_says_how_to_stack_it(tmp_path):
+    (tmp_path / "my.yaml").write_text(readme_stacking_example())
+    out = snakemake(tmp_path, "-n", "--configfile", "my.yaml")
+    assert out.returncode != 0 and error_lines(out) == [
+        "config error: my.yaml lacks run, data, benchmarks, models, finetune: a --configfile replaces "
+        "config/config.yaml; to change a few keys of the default, stack your file on it: snakemake --configfile "
+        "config/config.yaml my.yaml"]
+
+
+def test_a_stacked_configfile_changes_only_its_keys(tmp_path):
+    """The README's example: the default with decode.block_size 8 on top, every other setting (the samplers, the
+    decode batch) the default's."""
+    shutil.copytree(ROOT / "config", tmp_path / "config")
+    (tmp_path / "my.yaml").write_text(readme_stacking_example())
+    out = snakemake(tmp_path, "-n", "-p", "--configfile", "config/config.yaml", "my.yaml")
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    default = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    decodes = [j["command"] for j in jobs(out.stdout) if j["rule"] == "decode"]
+    tags = {re.search(r"/generations/[^/]+/[^/]+/([^/]+)/", command).group(1) for command in decodes}
+    assert tags == set(expand_samplers(default["decode"]["samplers"]))
+    for command in decodes:
+        spec = json.loads(re.search(r"--decode-spec '([^']*)'", command).group(1))
+        assert spec["block_size"] == 8 and spec["batch_size"] == default["decode"]["batch_size"]
+        assert "results/embedded/" in command
+
+
+def test_figures_config_before_the_default_names_the_run_to_do_first(tmp_path):
+    shutil.copytree(ROOT / "config", tmp_path / "config")
+    out = snakemake(tmp_path, "-n", "--configfile", "config/figures.yaml")
+    assert out.returncode != 0 and error_lines(out) == [
+        "config error: models.tiny-llama.path: results/embedded/models/tiny-llama/base does not exist yet: it is made "
+        "by the run 'embedded' (config/config.yaml); run that first: snakemake --cores all --configfile "
+        "config/config.yaml"]
+    assert not (tmp_path / "results").exists()
+
+
+def test_use_conda_is_refused_in_one_line(tmp_path):
+    out = snakemake(tmp_path, "-n", "--use-conda", "--configfile", str(ROOT / "tests" / "smoke.yaml"))
+    assert out.returncode != 0 and error_lines(out) == [
+        "config error: --use-conda is not supported: run snakemake from the environment of scripts/setup.sh or of "
+        "`conda env create -f environment.yml` (docs/install.md)"]
+
+
 def test_workflow_lints_clean(tmp_path):
     out = snakemake(tmp_path, "--lint")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -163,7 +228,7 @@ def test_schema_holds_no_defaults():
 
 
 # ------------------------------------------------------------------------------------------------ SLURM profile
-SLURM = ["--profile", str(ROOT / "workflow" / "profiles" / "slurm")]
+SLURM = ["--profile", str(ROOT / "profiles" / "slurm")]
 SITE = {"SBD_SLURM_ACCOUNT": "proj42", "SBD_SLURM_PARTITION": "gpu-h100"}
 
 
@@ -231,6 +296,7 @@ def test_timing_stage_measures_each_model_once_and_feeds_the_report(tmp_path, pa
     """One time(k) job per model (its SBD arm's checkpoint, the decode block size and its batch sizes), on the whole
     machine like a decode job, and the report reads every time(k) file."""
     args, config = shipped(path)
+    stand_in_local_models(tmp_path, config)
     out = snakemake(tmp_path, "-n", "-p", *args, "--cores", "2")
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     planned_jobs = jobs(out.stdout)

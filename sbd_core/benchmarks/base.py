@@ -104,7 +104,7 @@ class Benchmark:
         group: ``"reasoning"`` (thinking on), ``"chat"`` (thinking off) or ``"synthetic"``.
         defaults: the settings object holding every default of this benchmark.
         required_fields: fields every source row must have (its source's schema).
-        source: where a real run gets the test split (recorded in provenance, shown in the README).
+        source: where a real run gets the test split (recorded in provenance, shown in docs/benchmarks.md).
         stops: the stop strings used when the settings give none.
     """
 

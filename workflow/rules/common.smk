@@ -6,8 +6,6 @@ import re
 import sys
 from pathlib import Path
 
-from snakemake_interface_executor_plugins.settings import DeploymentMethod
-
 from sbd_core.benchmarks import get_benchmark
 from sbd_core.launch import LaunchSettings
 from sbd_core.pipeline import check_layout, train_config
@@ -69,12 +67,13 @@ PAPER_BASES = {name: m["paper_base"] for name, m in config["models"].items() if 
 # the report's confidence, equivalence margins and resamples, checked here (sbd_core.settings.StatsSettings)
 STATS = config.get("report", {}).get("stats") or {}
 _checked(from_section, StatsSettings, STATS, "report.stats")
-CONDA_ENV = "../../environment.yml"  # the same environment as `conda env create -f environment.yml`
+# Every rule names the environment snakemake must run in (conda env create -f environment.yml, or scripts/setup.sh);
+# --use-conda itself is refused (config.smk)
+CONDA_ENV = "../../environment.yml"
 
-# Jobs call `python -m sbd_core ...`. Without --use-conda that is the Python running Snakemake (e.g. .venv/bin/python,
-# even when the venv is not activated); with --use-conda it is the environment's own Python.
-if DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
-    shell.prefix(f'export PATH="{Path(sys.executable).parent}:$PATH"; ')
+# Jobs call `python -m sbd_core ...` with the Python running Snakemake (e.g. .venv/bin/python, even when the venv is
+# not activated).
+shell.prefix(f'export PATH="{Path(sys.executable).parent}:$PATH"; ')
 
 
 def arg(obj):
@@ -172,7 +171,7 @@ if UNSET_CLUSTER_SETTINGS:
         f"SLURM settings unset: {', '.join(UNSET_CLUSTER_SETTINGS)}. Set them before submitting: export "
         "SBD_SLURM_ACCOUNT=<your account> SBD_SLURM_PARTITION=<a GPU partition> (`sacctmgr show associations "
         "user=$USER` lists your accounts, `sinfo -s` the partitions), or write both into "
-        "workflow/profiles/slurm/config.yaml")
+        "profiles/slurm/config.yaml")
 
 
 def samplers_of(objective):
