@@ -187,11 +187,12 @@ def test_changing_one_solver_setting_reruns_only_its_jobs(smoke):
 
 def test_a_stacked_override_reruns_only_what_it_reaches(smoke):
     """A small file stacked on the run's config (--configfile A B, the README's way): another decode block size reruns
-    the decodes, their scores, the timing job (it times the block) and the report, nothing before them."""
+    the decodes, their scores, the speed jobs (they time every decode), the timing job (it times the block) and the
+    report, nothing before them."""
     workdir, config, _ = smoke
     (workdir / "blocks.yaml").write_text("decode: {block_size: 4}\n")
     dry = snakemake(workdir, "-n", "--configfile", str(config), str(workdir / "blocks.yaml"))
-    assert job_counts(dry.stdout) == {"decode": 6, "score": 6, "timing": 1, "report": 1, "all": 1}
+    assert job_counts(dry.stdout) == {"decode": 6, "score": 6, "speed": 2, "timing": 1, "report": 1, "all": 1}
 
 
 def test_a_second_seed_reuses_everything_of_the_first(smoke):
