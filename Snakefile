@@ -1,4 +1,5 @@
 # Set Block Decoding reproduction: data -> base -> finetune (objectives) -> decode (samplers) -> score -> report;
+# decode -> speed (wall-clock of every decode run, alone on the machine) -> report; timing (time(k)) -> report;
 # likelihood (Table 2: each arm on lm-eval's likelihood tasks) -> report.
 #   snakemake --cores all                                   the embedded default (config/config.yaml): offline, CPU
 #   snakemake --configfile config/paper.yaml --profile profiles/slurm               paper scale
@@ -31,6 +32,7 @@ include: "workflow/rules/finetune.smk"
 include: "workflow/rules/decode.smk"
 include: "workflow/rules/score.smk"
 include: "workflow/rules/timing.smk"
+include: "workflow/rules/speed.smk"
 include: "workflow/rules/likelihood.smk"
 include: "workflow/rules/report.smk"
 

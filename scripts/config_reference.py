@@ -26,7 +26,7 @@ from sbd_core.generation import DecodeConfig  # noqa: E402
 from sbd_core.launch import LaunchSettings  # noqa: E402
 from sbd_core.likelihood import TASKS  # noqa: E402
 from sbd_core.samplers import describe_samplers  # noqa: E402
-from sbd_core.settings import DecodeTiming, RuntimeSettings, StatsSettings, TimingSettings  # noqa: E402
+from sbd_core.settings import RuntimeSettings, SpeedSettings, StatsSettings, TimingSettings  # noqa: E402
 from sbd_core.train import TrainConfig  # noqa: E402
 from sbd_core.training_data.build import MixSpec  # noqa: E402
 
@@ -39,8 +39,9 @@ DEFAULTS = {
     "data": (MixSpec,),
     "models.<name>.pretrain": (TrainConfig,),
     "finetune": (TrainConfig, LaunchSettings),
-    "decode": (DecodeConfig, DecodeTiming),
+    "decode": (DecodeConfig,),
     "timing": (TimingSettings,),
+    "speed": (SpeedSettings,),
     "report.stats": (StatsSettings,),
 }
 # keys whose defaults differ per registered name: the registry tables at the end list them

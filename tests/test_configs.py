@@ -5,6 +5,7 @@ downloads on the submitting node."""
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -238,7 +239,7 @@ def jobs(dry_run: str) -> list[dict]:
         fields = dict(re.findall(r"^    (\w+): (.*)$", m.group(2), re.M))
         resources = dict(pair.split("=", 1) for pair in fields.get("resources", "").split(", ") if "=" in pair)
         found.append({"rule": m.group(1), "resources": resources, "command": m.group(3) or "",
-                      "threads": int(fields.get("threads", 1))})
+                      "threads": int(fields.get("threads", 1)), "input": fields.get("input", "").split(", ")})
     return found
 
 
@@ -311,16 +312,49 @@ def test_timing_stage_measures_each_model_once_and_feeds_the_report(tmp_path, pa
         assert f"/timing/{model}.json" in report
 
 
-@pytest.mark.parametrize("decode_threads, cores, torch_threads", [(1, 1, 1), (None, 2, 2)])
-def test_decode_threads_set_the_cores_and_threads_of_timed_jobs(tmp_path, decode_threads, cores, torch_threads):
-    """runtime.decode_threads: a decode or timing job claims that many cores and runs that many threads; null: every
-    core of the run (it runs alone) with runtime.threads threads."""
+@pytest.mark.parametrize("decode_threads, cores, torch_threads", [(1, 1, 1), (None, 3, 2)])
+def test_decode_threads_set_the_cores_of_decodes_and_timed_jobs_claim_the_machine(tmp_path, decode_threads, cores,
+                                                                                 torch_threads):
+    """runtime.decode_threads: a decode job claims that many cores and runs that many threads; null: every core of the
+    run with runtime.threads threads. The timed jobs (speed, timing) claim every core whatever it says."""
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     config["runtime"]["decode_threads"] = decode_threads
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
+    out = snakemake(tmp_path, "-n", "-p", "--configfile", str(path), "--cores", "3")
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    planned_jobs = jobs(out.stdout)
+    decodes = [j for j in planned_jobs if j["rule"] == "decode"]
+    assert decodes and all(j["threads"] == cores for j in decodes)
+    assert all(f"--threads {torch_threads} " in j["command"] for j in decodes)
+    timed = [j for j in planned_jobs if j["rule"] in ("speed", "timing")]
+    assert len(timed) == 3 and all(j["threads"] == 3 and "--threads 2 " in j["command"] for j in timed)
+
+
+def test_one_speed_job_per_model_and_benchmark_times_every_decode_run_after_it(tmp_path):
+    """The speed stage: one job per (model, benchmark), whose inputs are every arm's model and every decode run's
+    generations of that model and benchmark (seeds included), with those runs in its --rows; the report reads it."""
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["finetune"]["seeds"] = [0, 1]
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
     out = snakemake(tmp_path, "-n", "-p", "--configfile", str(path), "--cores", "2")
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    timed = [j for j in jobs(out.stdout) if j["rule"] in ("decode", "timing")]
-    assert timed and all(j["threads"] == cores for j in timed)
-    assert all(f"--threads {torch_threads} " in j["command"] for j in timed)
+    planned_jobs = jobs(out.stdout)
+    speed = {re.search(r"--out \S+/speed/(\S+)\.json", j["command"]).group(1): j for j in planned_jobs
+             if j["rule"] == "speed"}
+    assert sorted(speed) == sorted(f"{m}/{b}" for m in config["models"] for b in config["benchmarks"])
+    decodes = [j for j in planned_jobs if j["rule"] == "decode"]
+    for name, job in speed.items():
+        model, bench = name.split("/")
+        outs = [re.search(r"--out (\S+)", d["command"]).group(1) for d in decodes]
+        generations = sorted(o for o in outs if f"/generations/{model}/" in o and o.endswith(f"/{bench}.jsonl"))
+        assert len(generations) == len(decodes) // len(config["benchmarks"])  # every decode run of the benchmark
+        assert sorted(i for i in job["input"] if i.endswith(".jsonl") and "/generations/" in i) == generations
+        arms = {f"results/embedded/models/{model}/{arm}" for arm in ("ntp", "sbd", "ntp-s1", "sbd-s1")}
+        assert arms <= set(job["input"])
+        rows = json.loads(shlex.split(job["command"].split("--rows ", 1)[1])[0])
+        assert sorted(r["generations"] for r in rows) == generations
+        assert {(r["arm"], r["train_seed"]) for r in rows} == {("ntp", 0), ("sbd", 0), ("ntp-s1", 1), ("sbd-s1", 1)}
+    report = next(j["command"] for j in planned_jobs if j["rule"] == "report")
+    assert all(f"/speed/{name}.json" in report for name in speed)

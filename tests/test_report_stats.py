@@ -23,13 +23,12 @@ from sbd_core.samplers import sampler_spec
 
 def scored(root: Path, objective, solver, params, verdicts, nfe, seed=0, steps=100, benchmark="math",
            ids=None) -> Path:
-    """A score file with ``per_problem`` verdicts (one NFE value per problem, 0.1 s of wall time each)."""
+    """A score file with ``per_problem`` verdicts (one NFE value per problem)."""
     tag = sampler_spec(solver, **params)["tag"]
     ids = ids or [f"{benchmark}/{i}" for i in range(len(verdicts))]
-    data = score_dict(objective, tag, solver, params, benchmark, sum(verdicts) / len(verdicts), nfe * len(verdicts),
-                      wall=0.1 * len(verdicts))
+    data = score_dict(objective, tag, solver, params, benchmark, sum(verdicts) / len(verdicts), nfe * len(verdicts))
     data.update(n_problems=len(verdicts), train_seed=seed, train_steps=steps,
-                per_problem={i: {"correct": bool(v), "nfe": nfe, "wall_time_s": 0.1} for i, v in zip(ids, verdicts)})
+                per_problem={i: {"correct": bool(v), "nfe": nfe} for i, v in zip(ids, verdicts)})
     path = root / f"{objective}_{tag}_{benchmark}_s{seed}_{steps}.json"
     path.write_text(json.dumps(data))
     return path
@@ -79,7 +78,7 @@ def test_report_words_follow_the_paired_intervals(tmp_path):
     assert "_One fine-tune seed: seed variance not included._" in md
     assert "**math**: 10 problems" in md and "70.0% of problems at most decided differently" in md
     lo, hi = wilson_interval(9, 10)
-    cell = f"90.0 [{100 * lo:.1f}, {100 * hi:.1f}] (1.00x [1.00, 1.00], wall 1.00x [1.00, 1.00])"
+    cell = f"90.0 [{100 * lo:.1f}, {100 * hi:.1f}] (1.00x [1.00, 1.00], wall n/a)"  # no speed stage: no wall claim
     assert cell in files["table1.md"].decode()
 
 
@@ -89,12 +88,11 @@ def test_seeds_pair_within_a_seed_and_tables_give_mean_and_spread(tmp_path):
     t = table1(summary)
     eb = t[t["sampler"] == "eb-entropy-g0.1"]
     assert list(eb["seed"]) == [0, 1, "mean \u00b1 sd"]
-    # accuracies 50 and 90 over seeds and problems; both seeds 4x fewer forwards, the same wall time per problem
+    # accuracies 50 and 90 over seeds and problems; both seeds 4x fewer forwards; no speed stage
     row = summary[(summary["sampler"] == "eb-entropy-g0.1")].iloc[0]
     lo, hi = wilson_interval(14, 20, 0.95, design_effect(np.array([[1] * 5 + [0] * 5, NTP_VERDICTS], dtype=float)))
     assert (row["seeds_accuracy_lo"], row["seeds_accuracy_hi"]) == pytest.approx((lo, hi))
-    assert eb.iloc[2]["math"] == (f"70.0 \u00b1 28.3 [{100 * lo:.1f}, {100 * hi:.1f}] (4.00x \u00b1 0.00, wall 1.00x "
-                                  "\u00b1 0.00)")
+    assert eb.iloc[2]["math"] == f"70.0 \u00b1 28.3 [{100 * lo:.1f}, {100 * hi:.1f}] (4.00x \u00b1 0.00, wall n/a)"
     d = differences(summary)
     over = d[(d["sampler"] == "eb-entropy-g0.1") & (d["seed"] == "all seeds")].iloc[0]
     assert over["math"].startswith("-20.0 [") and over["math"].endswith("; seeds -40.0, +0.0")

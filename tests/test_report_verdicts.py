@@ -18,7 +18,7 @@ from sbd_core.settings import StatsSettings
 def probs(correct, nfe=None, ids=None, clusters=None) -> Problems:
     ids = ids or [f"p{i:02d}" for i in range(len(correct))]
     return Problems(tuple(ids), np.array(correct, dtype=float), None if nfe is None else np.array(nfe, dtype=float),
-                    None, None if clusters is None else tuple(clusters))
+                    None if clusters is None else tuple(clusters))
 
 
 def frame(rows) -> pd.DataFrame:
@@ -152,14 +152,11 @@ def test_files_with_other_problems_are_refused_by_name():
 
 
 def test_problems_of_reads_the_verdict_the_family_and_checks_the_accuracy():
-    code = {"per_problem": {"t/1": {"passed_base": True, "passed_plus": False, "nfe": 4, "wall_time_s": 1.0,
-                                    "cluster": "add_k"},
-                            "t/0": {"passed_base": True, "passed_plus": True, "nfe": 6, "wall_time_s": 3.0,
-                                    "cluster": "count_s"}},
-            "accuracy": 0.5, "wall_time_s": 2.0}
+    code = {"per_problem": {"t/1": {"passed_base": True, "passed_plus": False, "nfe": 4, "cluster": "add_k"},
+                            "t/0": {"passed_base": True, "passed_plus": True, "nfe": 6, "cluster": "count_s"}},
+            "accuracy": 0.5}
     p = problems_of(Path("code.json"), code)
     assert p.ids == ("t/0", "t/1") and list(p.correct) == [1.0, 0.0] and list(p.nfe) == [6.0, 4.0]
-    assert list(p.wall) == [1.5, 0.5]  # the measured total shared out by the rows' stop times
     assert p.clusters == ("count_s", "add_k")
     math_file = {"per_problem": {"0": {"correct": True}, "1": {"correct": True}}, "accuracy": 0.5}
     with pytest.raises(ValueError, match=r"math\.json.*accuracy 1\.0"):

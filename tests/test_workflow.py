@@ -52,7 +52,7 @@ def test_whole_dag_produces_report_and_sane_summary(smoke):
     workdir, _, log = smoke
     counts = job_counts(log)
     assert counts == {"data": 2, "benchmark": 2, "pretrain_base": 1, "pack": 1, "finetune": 2, "decode": 6, "score": 6,
-                      "likelihood_data": 1, "likelihood": 2, "timing": 1, "report": 1, "all": 1}
+                      "likelihood_data": 1, "likelihood": 2, "timing": 1, "speed": 2, "report": 1, "all": 1}
     report = workdir / "results" / "smoke" / "report"
     for name in ("summary.csv", "table1.md", "table1.tex", "table1.csv", "report.md", "speedup_math.png",
                  "speedup_code.pdf", "paper_table1.md"):
@@ -62,7 +62,7 @@ def test_whole_dag_produces_report_and_sane_summary(smoke):
         (o, s, t) for o, s in (("ntp", "ntp"), ("sbd", "ntp"), ("sbd", "topk-4")) for t in ("math", "code")}
     for r in rows:
         assert 0.0 <= float(r["accuracy"]) <= 1.0
-        assert float(r["mean_nfe"]) > 0 and float(r["wall_time_s"]) > 0 and float(r["wall_speedup"]) > 0
+        assert float(r["mean_nfe"]) > 0 and float(r["wall_speedup"]) > 0 and int(r["speed_rounds"]) == 2
         if r["sampler"] == "ntp":
             assert float(r["tokens_per_forward"]) == 1.0
         else:  # four tokens per forward unless a stop lands inside a block
@@ -182,16 +182,17 @@ def test_changing_one_solver_setting_reruns_only_its_jobs(smoke):
     path = workdir / "changed.yaml"
     path.write_text(yaml.safe_dump(changed))
     dry = snakemake(workdir, "-n", "--configfile", str(path))
-    assert job_counts(dry.stdout) == {"decode": 2, "score": 2, "report": 1, "all": 1}
+    assert job_counts(dry.stdout) == {"decode": 2, "score": 2, "speed": 2, "report": 1, "all": 1}
 
 
 def test_a_stacked_override_reruns_only_what_it_reaches(smoke):
     """A small file stacked on the run's config (--configfile A B, the README's way): another decode block size reruns
-    the decodes, their scores, the timing job (it times the block) and the report, nothing before them."""
+    the decodes, their scores, the speed jobs (they time every decode), the timing job (it times the block) and the
+    report, nothing before them."""
     workdir, config, _ = smoke
     (workdir / "blocks.yaml").write_text("decode: {block_size: 4}\n")
     dry = snakemake(workdir, "-n", "--configfile", str(config), str(workdir / "blocks.yaml"))
-    assert job_counts(dry.stdout) == {"decode": 6, "score": 6, "timing": 1, "report": 1, "all": 1}
+    assert job_counts(dry.stdout) == {"decode": 6, "score": 6, "speed": 2, "timing": 1, "report": 1, "all": 1}
 
 
 def test_a_second_seed_reuses_everything_of_the_first(smoke):
@@ -201,8 +202,10 @@ def test_a_second_seed_reuses_everything_of_the_first(smoke):
     path = workdir / "seeded.yaml"
     path.write_text(yaml.safe_dump(seeded))
     dry = snakemake(workdir, "-n", "--configfile", str(path))
-    # seed 1 only: its two fine-tunes, their decodes and scores, their likelihood job each (one task)
-    assert job_counts(dry.stdout) == {"finetune": 2, "decode": 6, "score": 6, "likelihood": 2, "report": 1, "all": 1}
+    # seed 1 only: its two fine-tunes, their decodes and scores, their likelihood job each (one task); the speed jobs
+    # again (they time every decode run of the model)
+    assert job_counts(dry.stdout) == {"finetune": 2, "decode": 6, "score": 6, "likelihood": 2, "speed": 2, "report": 1,
+                                      "all": 1}
 
 
 def readme_rerun_commands() -> list[str]:
@@ -298,6 +301,8 @@ def test_html_report_is_self_contained(smoke):
     (lambda c: c["data"].update(sources=[{"name": "gsm8k"}]), ["scratch", "synthetic", "tiny-llama"]),
     (lambda c: c["finetune"].update(seeds=[0, 1], seed=1), ["seed or seeds"]),
     (lambda c: c["finetune"].update(eval_at_steps=[4]), ["eval_at_steps", "max_steps=4"]),
+    (lambda c: c["decode"].update(timing_repeats=2), ["timing_repeats"]),  # wall-clock is the speed stage's
+    (lambda c: c.update(speed={"rounds": 1}), ["speed", "rounds", "minimum of 2"]),
     (lambda c: c["decode"].update(samplers=c["decode"]["samplers"] + [{"solver": "hf_generate"}],
                                   restrict={"sbd": ["ntp", "hf-generate"]}),
      ["decode.restrict.sbd", "hf-generate", "NTP arm only"]),

@@ -1,7 +1,8 @@
 """The pipeline stages as plain functions; each reads the previous stages' files only (never their internals), writes
 its outputs atomically with a provenance record, and is what both the Snakemake rules and ``python -m sbd_core <stage>``
 call. Training: :mod:`.training` (data, base, pack, finetune); evaluation: :mod:`.evaluation` (benchmark, decode, score);
-:mod:`.likelihood` (likelihood-data, likelihood: the paper's Table 2); :func:`run_report` (tables and figures from score
+:mod:`.likelihood` (likelihood-data, likelihood: the paper's Table 2); :mod:`.speed` (wall-clock of every decode run,
+paired and repeated; imported where it runs: it loads torch); :func:`run_report` (tables and figures from score
 files).
 """
 
@@ -24,15 +25,16 @@ __all__ = ["LikelihoodDataError", "build_scratch_model", "check_layout", "cost_a
 
 
 def run_report(scores: list[Path], out_dir: Path, paper_table: Path | None, paper_bases: dict | None = None,
-               timings: list[Path] = (), likelihood: list[Path] = (), stats: StatsSettings = StatsSettings()) -> None:
+               timings: list[Path] = (), likelihood: list[Path] = (), stats: StatsSettings = StatsSettings(),
+               speeds: list[Path] = ()) -> None:
     """Tables and figures from score files (the timing stage's time(k) files; ``likelihood``: the likelihood stage's
-    score files, Table 2; ``stats``: the config's ``report.stats``) only (never recomputes), with the run's provenance
-    beside them."""
+    score files, Table 2; ``stats``: the config's ``report.stats``; ``speeds``: the speed stage's files, wall-clock)
+    only (never recomputes), with the run's provenance beside them."""
     from ..report import write_report
 
     write_report(scores, out_dir, paper_table=paper_table, paper_bases=paper_bases, timing_paths=timings,
-                 likelihood_paths=likelihood, stats=stats)
+                 likelihood_paths=likelihood, stats=stats, speed_paths=speeds)
     settings = {"scores": [str(p) for p in scores], "paper_table": str(paper_table), "paper_bases": paper_bases,
                 "timings": [str(p) for p in timings], "likelihood": [str(p) for p in likelihood],
-                "stats": asdict(stats)}
+                "stats": asdict(stats), "speeds": [str(p) for p in speeds]}
     write_json_atomic(provenance("report", settings), Path(out_dir) / "provenance.json")

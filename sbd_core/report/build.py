@@ -19,9 +19,10 @@ from .lossless import lossless_markdown
 from .paper import compare, comparison_display
 from .peers import peers_markdown
 from .plan import planned_figures
+from .prediction import load_timings, prediction_figure, prediction_markdown, timing_tables
 from .scores import load_scores, summarize
 from .seeds import final_budget, seed_means
-from .speed import load_timings, speed_figure, speed_markdown, timing_tables
+from .speed import floor_line, load_speeds, speed_table, wall_markdown
 from .table2 import build_table2
 from .tables import _table1_display, load_paper_table, paper_table_display, table1, to_latex, to_markdown
 
@@ -35,12 +36,13 @@ SYNTHETIC_NOTE = (
 DEFINITIONS = (
     "Cells read `accuracy % [{level} interval] (NFE speedup x [interval], wall wall-clock speedup x [interval])`: "
     "Wilson score intervals of the accuracy (problems of one family counted through a design effect), bootstrap "
-    "intervals of the speedups (see Differences to the NTP arm). **NFE speedup** = forward passes of the NTP "
+    "intervals of the NFE speedups (see Differences to the NTP arm), intervals of the wall speedups over the speed "
+    "stage's rounds (see Wall-clock). **NFE speedup** = forward passes of the NTP "
     "arm (NTP-trained model, NTP decoding, same model and benchmark) / forward passes of the row: the paper's "
-    "measure. **Wall speedup** = decode wall time of the NTP arm / the row's, on the same problems with the same batch "
-    "size and hardware (model loading excluded; on the CPU each decode job has its cores, runtime.decode_threads, "
-    "to itself): what the NFE "
-    "reduction buys on the hardware of this run. Mean speedups are arithmetic means over benchmarks, as the paper's "
+    "measure. **Wall speedup** = the NTP arm's decode time / the row's, measured by the speed stage on a subset of "
+    "the test problems at the decode batch size, alone on the machine: the median over rounds of the per-round "
+    "paired ratio, its interval over rounds, beside the A/A control (see Wall-clock): what the NFE reduction buys "
+    "on the hardware of this run. The mean NFE speedup is the arithmetic mean over benchmarks, as the paper's "
     "Speedup column. **Peers** (NTP / HF generate, NTP / prompt lookup (k)): training-free decoding of the NTP arm "
     "with Hugging Face `generate`, greedy, to show what SBD buys over a free speedup; their NFE counts every forward "
     "of `generate` (its first also prefills the prompt), so HF generate costs the NTP arm's NFE for the same tokens; "
@@ -73,7 +75,8 @@ def _unavailable_md() -> str:
 
 def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, paper_md: str | None,
                figures: list[str], figure1: list[str], paper_figures: list[str], speed_md: str = "",
-               peers_md: str = "", stats: StatsSettings = StatsSettings(), lossless_md: str = "") -> str:
+               peers_md: str = "", stats: StatsSettings = StatsSettings(), lossless_md: str = "",
+               floor_md: str = "") -> str:
     """Assemble report.md."""
     models = ", ".join(sorted(summary["model"].unique()))
     benchmarks = ", ".join(sorted(summary["benchmark"].unique()))
@@ -81,7 +84,7 @@ def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, 
     if comparison_md is None:
         parts.append(f"> **Note.** {SYNTHETIC_NOTE}\n")
     parts += [DEFINITIONS.format(level=f"{100 * stats.confidence:g}%") + "\n", "## Reproduction (Table 1 layout)\n",
-              table_md, f"_{_seeds_note(summary)}_\n", statistics_md(summary, stats), peers_md, lossless_md,
+              table_md, floor_md, f"_{_seeds_note(summary)}_\n", statistics_md(summary, stats), peers_md, lossless_md,
               _recipe_md(summary), speed_md]
     if comparison_md is not None:
         parts += ["## Beside the paper's Table 1 (ours vs paper: difference)\n", comparison_md, _unavailable_md()]
@@ -138,18 +141,22 @@ def _resolve_paper_table(paper_table) -> Path | None:
 
 def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
                  paper_bases: dict[str, str] | None = None, timing_paths: Sequence = (),
-                 likelihood_paths: Sequence = (), stats: StatsSettings = StatsSettings()) -> dict[str, bytes]:
+                 likelihood_paths: Sequence = (), stats: StatsSettings = StatsSettings(),
+                 speed_paths: Sequence = ()) -> dict[str, bytes]:
     """Compute every report file in memory: {file name: contents}. Nothing is written.
 
     ``paper_bases`` maps our model names to the paper's base-model rows (``{"llama-3.1-8b": "Llama-3.1 8B"}``); with
     it, ``paper_comparison.{csv,md}`` put our runs beside the published Table 1, cell by cell. ``timing_paths``: the
-    timing stage's time(k) files (``<model>.json``), for the eq. 16 predictions and the measured Tables 3-4.
-    ``likelihood_paths`` (the likelihood stage's score files) add ``table2.{csv,md,tex}`` and a Table 2 section
-    (:mod:`.table2`). ``stats``: the confidence, equivalence margins and resamples (the config's ``report.stats``).
+    timing stage's time(k) files (``<model>.json``), for the eq. 16 predictions and the measured Tables 3-4;
+    ``speed_paths``: the speed stage's files (wall-clock: :mod:`.speed`). ``likelihood_paths`` (the likelihood stage's
+    score files) add ``table2.{csv,md,tex}`` and a Table 2 section (:mod:`.table2`). ``stats``: the confidence,
+    equivalence margins and resamples (the config's ``report.stats``).
     """
     timings = load_timings(timing_paths)
+    speed_docs = load_speeds(speed_paths)
+    speeds = speed_table(speed_docs, stats.confidence)
     scores = load_scores(score_paths)
-    summary = summarize(scores, timings, stats)
+    summary = summarize(scores, speed_docs, timings, stats)
     final = seed_means(final_budget(summary))  # one row per run of the final budgets: the paper's view
     table = table1(summary)
     disp = _table1_display(table)
@@ -190,13 +197,16 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
         for fmt, data in figure_bytes(summary, stem).items():
             files[f"{stem}.{fmt}"] = data
     files.update(timing_tables(timings))
-    speed_png = speed_figure(summary)
+    speed_png = prediction_figure(summary)
     if speed_png is not None:
         files.update({f"wall_vs_predicted.{fmt}": data for fmt, data in speed_png.items()})
-    speed_md = speed_markdown(summary, timings) + ("\n" + _figure_links(["wall_vs_predicted.png"])[0]
-                                                    if speed_png is not None else "")
+    speed_md = wall_markdown(summary, speeds) + "\n" + prediction_markdown(summary, timings) + (
+        "\n" + _figure_links(["wall_vs_predicted.png"])[0] if speed_png is not None else "")
+    lossless_md = lossless_markdown(final_budget(summary))
+    if lossless_md:  # its wall speedups, beside the A/A floor
+        lossless_md += "\n" + floor_line(speeds)
     report_md = _report_md(summary, to_markdown(disp), comparison_md, paper_md, figures, figure1, paper_figures,
-                           speed_md, peers_markdown(final), stats, lossless_markdown(final_budget(summary)))
+                           speed_md, peers_markdown(final, speeds), stats, lossless_md, floor_line(speeds))
     lcb_md = lcb_markdown(scores)
     if lcb_md:
         report_md += "\n" + lcb_md
@@ -210,13 +220,14 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
 
 def write_report(score_paths: Sequence, out_dir, paper_table=DEFAULT_PAPER_TABLE,
                  paper_bases: dict[str, str] | None = None, timing_paths: Sequence = (),
-                 likelihood_paths: Sequence = (), stats: StatsSettings = StatsSettings()) -> list[Path]:
+                 likelihood_paths: Sequence = (), stats: StatsSettings = StatsSettings(),
+                 speed_paths: Sequence = ()) -> list[Path]:
     """Build the full report and write it into out_dir; return the paths written.
 
     Everything is rendered in memory first, then each file is written atomically (temp file + os.replace), so a
     failure leaves no half-written output. ``paper_table=None`` skips the paper_table1.* files.
     """
-    files = build_report(score_paths, paper_table, paper_bases, timing_paths, likelihood_paths, stats)
+    files = build_report(score_paths, paper_table, paper_bases, timing_paths, likelihood_paths, stats, speed_paths)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []

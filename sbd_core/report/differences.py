@@ -112,9 +112,10 @@ def statistics_md(summary: pd.DataFrame, settings: StatsSettings = StatsSettings
         "claim carries its p value (the least alpha at which the interval makes the claim). The p values and words "
         f"are corrected by Holm's method over each seed's {n_tests} comparisons (separately for the "
         "differences and the equivalences), so a cell whose interval excludes 0 reads inconclusive when its "
-        f"corrected p is not below {settings.alpha:g}; the intervals are per comparison. Speedup intervals are a "
+        f"corrected p is not below {settings.alpha:g}; the intervals are per comparison. NFE speedup intervals are a "
         f"bootstrap ({settings.n_boot:,} resamples, seed {settings.seed}) of the problems, of whole families where a "
-        "task has them (the ratio of totals on each resample). Method and margin: docs/statistics.md.\n",
+        "task has them (the ratio of totals on each resample; wall speedups have intervals over the speed stage's "
+        "rounds instead, see Wall-clock). Method and margin: docs/statistics.md.\n",
     ]
     if seeds == 1:
         parts.append(f"_{ONE_SEED[0].upper()}{ONE_SEED[1:]}: the intervals cover which problems were drawn, not a "

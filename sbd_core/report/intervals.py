@@ -3,15 +3,10 @@ model, fine-tune seed, training budget and benchmark, and the statistics of :mod
 them (docs/statistics.md).
 
 A score file's ``per_problem`` maps each problem id to its verdict (``correct`` for lm-eval tasks, ``passed`` or
-``passed_plus`` for code benchmarks: :data:`VERDICT_KEYS`), from the decode stage its ``nfe`` and ``wall_time_s``
-(the decoder's time from the start of the problem's batch until its row stopped), and, for a task whose problems come
-in families, its ``cluster``. A row and its NTP arm are paired by problem id; two files that do not hold the same
-problems are an error naming both.
-
-Wall time per problem: the measured total (the fastest of the timing repeats) shared out in proportion to the rows'
-stop times, so the resampled ratio of totals is the measured wall speedup on the full set; its interval covers which
-problems were drawn, not the run-to-run timing noise, and treats problems as independent although a batch runs until
-its slowest row stops.
+``passed_plus`` for code benchmarks: :data:`VERDICT_KEYS`), from the decode stage its ``nfe``, and, for a task whose
+problems come in families, its ``cluster``. A row and its NTP arm are paired by problem id; two files that do not hold
+the same problems are an error naming both. (Wall-clock is not resampled over problems: its intervals are over the
+speed stage's rounds, :mod:`.speed`.)
 
 Several fine-tune seeds: every row is compared with the NTP arm of its own seed (the per-seed columns), and each run
 over all its seeds with the NTP arm over the same seeds (``seeds_*``: the paired tables pooled, the design effect
@@ -43,7 +38,7 @@ VERDICT_COLUMNS = ["diff_p", "equiv_p", "diff_p_holm", "equiv_p_holm", "accuracy
 #: Columns added to the summary (fractions for accuracies, differences and the margin).
 INTERVAL_COLUMNS = [
     "accuracy_lo", "accuracy_hi", "diff_vs_ntp", "diff_lo", "diff_hi", "n_better", "n_worse", "equiv_margin",
-    *VERDICT_COLUMNS, "nfe_speedup_lo", "nfe_speedup_hi", "wall_speedup_lo", "wall_speedup_hi", "problems_needed",
+    *VERDICT_COLUMNS, "nfe_speedup_lo", "nfe_speedup_hi", "problems_needed",
     "n_seeds", "seeds_accuracy_lo", "seeds_accuracy_hi", "seeds_diff", "seeds_diff_lo", "seeds_diff_hi",
     *(f"seeds_{c}" for c in VERDICT_COLUMNS),
 ]
@@ -56,13 +51,12 @@ class PairingError(ValueError):
 
 @dataclass(frozen=True)
 class Problems:
-    """A score file's problems in id order: verdicts, (when the decode stage recorded them) NFE and wall shares, and
-    (for a task with families) each problem's family."""
+    """A score file's problems in id order: verdicts, (when the decode stage recorded them) NFE, and (for a task with
+    families) each problem's family."""
 
     ids: tuple[str, ...]
     correct: np.ndarray
     nfe: np.ndarray | None
-    wall: np.ndarray | None
     clusters: tuple[str, ...] | None = None
 
 
@@ -85,16 +79,9 @@ def problems_of(path: Path, data: dict) -> Problems | None:
     if abs(correct.mean() - float(data["accuracy"])) > 1e-9:
         raise ValueError(f"score file {path}: per_problem verdicts ({key!r}) give accuracy {correct.mean():.6f}, "
                          f"the file says {data['accuracy']}")
-    nfe = _costs(records, "nfe")
-    wall = _costs(records, "wall_time_s")
-    total_wall = data.get("wall_time_s")
-    if wall is not None and isinstance(total_wall, (int, float)) and wall.sum() > 0:
-        wall = wall * (float(total_wall) / wall.sum())
-    else:
-        wall = None
     clusters = [r.get("cluster") for r in records]
     clusters = tuple(clusters) if all(isinstance(c, str) for c in clusters) else None
-    return Problems(tuple(str(i) for i in ids), correct, nfe, wall, clusters)
+    return Problems(tuple(str(i) for i in ids), correct, _costs(records, "nfe"), clusters)
 
 
 def _costs(records: list[dict], key: str) -> np.ndarray | None:
@@ -149,19 +136,17 @@ def _paired_group(group: pd.DataFrame, base, settings: StatsSettings) -> dict:
             raise PairingError(_mismatch(group.at[i, "path"], group.at[base, "path"], p.ids, ref.ids))
     columns, index = [], {}
     for i, p in members.items():
-        for name, values in (("nfe", p.nfe), ("wall", p.wall)):
-            if values is not None:
-                index[i, name] = len(columns)
-                columns.append(values)
+        if p.nfe is not None:
+            index[i, "nfe"] = len(columns)
+            columns.append(p.nfe)
     sums = (bootstrap_sums(cluster_totals(np.stack(columns, axis=1), ref.clusters), settings.n_boot, settings.seed)
             if columns else None)
     found = {}
     for i, p in members.items():
         values = found.setdefault(i, {})
-        for name, col in (("nfe", "nfe_speedup"), ("wall", "wall_speedup")):
-            if (i, name) in index and (base, name) in index:
-                ratio = ratio_samples(sums[:, index[base, name]], sums[:, index[i, name]])
-                values[f"{col}_lo"], values[f"{col}_hi"] = percentile_interval(ratio, settings.confidence)
+        if (i, "nfe") in index and (base, "nfe") in index:
+            ratio = ratio_samples(sums[:, index[base, "nfe"]], sums[:, index[i, "nfe"]])
+            values["nfe_speedup_lo"], values["nfe_speedup_hi"] = percentile_interval(ratio, settings.confidence)
         if i != base:
             values.update(_difference(p.correct[None, :], ref.correct[None, :], ref.clusters,
                                       settings.margin(group.at[i, "benchmark"]), settings))

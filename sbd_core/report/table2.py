@@ -103,7 +103,7 @@ def _questions(path: Path, data: dict) -> Problems:
                              f"says accuracy {data['accuracy']}")
     clusters = [doc.get("cluster") if isinstance(doc.get("cluster"), str) else (leaf if len(per_doc) > 1 else None)
                 for leaf, doc in records]
-    return Problems(tuple(f"{leaf}/{doc['doc_id']}" for leaf, doc in records), correct, None, None,
+    return Problems(tuple(f"{leaf}/{doc['doc_id']}" for leaf, doc in records), correct, None,
                     tuple(clusters) if all(clusters) else None)
 
 
