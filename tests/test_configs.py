@@ -36,16 +36,21 @@ def stand_in_local_models(workdir: Path, config: dict) -> None:
             (workdir / model["path"]).mkdir(parents=True, exist_ok=True)
 
 
-def planned(workdir: Path, *args) -> dict[str, set[str]]:
-    """Each wildcard's values over all jobs of a dry run in ``workdir``, which holds a copy of config/ as a user's
-    checkout does (so a default config that merged into --configfile would show up here)."""
+def dry_run_in_checkout(workdir: Path, *args) -> str:
+    """A dry run (``-n -p``) in ``workdir``, which holds a copy of config/ as a user's checkout does (so a default
+    config that merged into --configfile would show up in its plan)."""
     shutil.copytree(ROOT / "config", workdir / "config")
     for path in sorted((workdir / "config").glob("*.yaml")):
         stand_in_local_models(workdir, yaml.safe_load(path.read_text()))
     out = snakemake(workdir, "-n", "-p", *args)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    return out.stdout
+
+
+def wildcard_values(dry_run: str) -> dict[str, set[str]]:
+    """Each wildcard's values over all jobs of a dry run."""
     values: dict[str, set[str]] = {}
-    for line in re.findall(r"^\s*wildcards: (.*)$", out.stdout, re.M):
+    for line in re.findall(r"^\s*wildcards: (.*)$", dry_run, re.M):
         job = dict(pair.split("=", 1) for pair in line.split(", "))
         for key, value in job.items():
             values.setdefault(key, set()).add(value)
@@ -53,6 +58,25 @@ def planned(workdir: Path, *args) -> dict[str, set[str]]:
             arm = f"{job['model']}/{job['arm']}/{job['likelihood_task']}"
             values.setdefault("likelihood_job", set()).add(arm)
     return values
+
+
+def planned(workdir: Path, *args) -> dict[str, set[str]]:
+    """Each wildcard's values over all jobs of a dry run in a copy of the checkout."""
+    return wildcard_values(dry_run_in_checkout(workdir, *args))
+
+
+@pytest.fixture(scope="module")
+def shipped_plan(tmp_path_factory):
+    """The dry run of a shipped config (``-n -p --cores 3``, as :func:`shipped` runs it), made once per config and
+    read by every test of its plan."""
+    runs: dict[Path, str] = {}
+
+    def plan(path: Path) -> str:
+        if path not in runs:
+            args, _ = shipped(path)
+            runs[path] = dry_run_in_checkout(tmp_path_factory.mktemp(path.stem), *args, "--cores", "3")
+        return runs[path]
+    return plan
 
 
 def expected(config: dict) -> dict[str, set[str]]:
@@ -86,9 +110,8 @@ def shipped(path: Path) -> tuple[list[str], dict]:
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
-def test_dry_run_plans_only_what_the_config_says(tmp_path, path):
-    args, config = shipped(path)
-    assert planned(tmp_path, *args) == expected(config)
+def test_dry_run_plans_only_what_the_config_says(shipped_plan, path):
+    assert wildcard_values(shipped_plan(path)) == expected(shipped(path)[1])
 
 
 def test_the_seeds_config_trains_three_seeds_per_arm():
@@ -111,9 +134,9 @@ def test_seeds_and_training_budgets_are_wildcards_of_the_dag(tmp_path):
     path = tmp_path / "seeds.yaml"
     path.write_text(yaml.safe_dump(config))
     arms = {"ntp", "sbd", "ntp-step2", "sbd-step2", "ntp-s1", "sbd-s1", "ntp-s1-step2", "sbd-s1-step2"}
-    assert planned(tmp_path, "--configfile", str(path))["arm"] == arms
-    out = snakemake(tmp_path, "-n", "-p", "--configfile", str(path))
-    planned_jobs = jobs(out.stdout)
+    dry_run = dry_run_in_checkout(tmp_path, "--configfile", str(path))
+    assert wildcard_values(dry_run)["arm"] == arms
+    planned_jobs = jobs(dry_run)
     counts = {rule: sum(j["rule"] == rule for j in planned_jobs) for rule in ("finetune", "decode", "score")}
     assert counts == {"finetune": 4, "decode": 24, "score": 24}  # 2 seeds x 2 budgets x (1 + 2 samplers) x 2 tasks
     finetunes = {re.search(r"--out \S+/(\S+) ", j["command"]).group(1): j["command"] for j in planned_jobs
@@ -292,14 +315,11 @@ def test_downloads_run_on_the_submitting_node(tmp_path):
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
-def test_timing_stage_measures_each_model_once_and_feeds_the_report(tmp_path, path):
+def test_timing_stage_measures_each_model_once_and_feeds_the_report(shipped_plan, path):
     """One time(k) job per model (its SBD arm's checkpoint, the decode block size and its batch sizes), on the whole
     machine like a decode job, and the report reads every time(k) file."""
-    args, config = shipped(path)
-    stand_in_local_models(tmp_path, config)
-    out = snakemake(tmp_path, "-n", "-p", *args, "--cores", "2")
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    planned_jobs = jobs(out.stdout)
+    config = shipped(path)[1]
+    planned_jobs = jobs(shipped_plan(path))
     timing = [j["command"] for j in planned_jobs if j["rule"] == "timing"]
     assert sorted(re.search(r"--out \S+/timing/(\S+)\.json", c).group(1) for c in timing) == sorted(config["models"])
     block = config["decode"].get("block_size", 16)
@@ -313,17 +333,22 @@ def test_timing_stage_measures_each_model_once_and_feeds_the_report(tmp_path, pa
 
 
 @pytest.mark.parametrize("decode_threads, cores, torch_threads", [(1, 1, 1), (None, 3, 2)])
-def test_decode_threads_set_the_cores_of_decodes_and_timed_jobs_claim_the_machine(tmp_path, decode_threads, cores,
-                                                                                 torch_threads):
+def test_decode_threads_set_the_cores_of_decodes_and_timed_jobs_claim_the_machine(tmp_path, shipped_plan,
+                                                                                 decode_threads, cores, torch_threads):
     """runtime.decode_threads: a decode job claims that many cores and runs that many threads; null: every core of the
-    run with runtime.threads threads. The timed jobs (speed, timing) claim every core whatever it says."""
-    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    config["runtime"]["decode_threads"] = decode_threads
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    out = snakemake(tmp_path, "-n", "-p", "--configfile", str(path), "--cores", "3")
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    planned_jobs = jobs(out.stdout)
+    run with runtime.threads threads. The timed jobs (speed, timing) claim every core whatever it says. On 3 cores:
+    the default config (decode_threads 1) and the default with null."""
+    default = ROOT / "config" / "config.yaml"
+    config = yaml.safe_load(default.read_text())
+    if config["runtime"]["decode_threads"] == decode_threads:
+        planned_jobs = jobs(shipped_plan(default))
+    else:
+        config["runtime"]["decode_threads"] = decode_threads
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump(config))
+        out = snakemake(tmp_path, "-n", "-p", "--configfile", str(path), "--cores", "3")
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        planned_jobs = jobs(out.stdout)
     decodes = [j for j in planned_jobs if j["rule"] == "decode"]
     assert decodes and all(j["threads"] == cores for j in decodes)
     assert all(f"--threads {torch_threads} " in j["command"] for j in decodes)
@@ -331,16 +356,13 @@ def test_decode_threads_set_the_cores_of_decodes_and_timed_jobs_claim_the_machin
     assert len(timed) == 3 and all(j["threads"] == 3 and "--threads 2 " in j["command"] for j in timed)
 
 
-def test_one_speed_job_per_model_and_benchmark_times_every_decode_run_after_it(tmp_path):
+def test_one_speed_job_per_model_and_benchmark_times_every_decode_run_after_it(shipped_plan):
     """The speed stage: one job per (model, benchmark), whose inputs are every arm's model and every decode run's
-    generations of that model and benchmark (seeds included), with those runs in its --rows; the report reads it."""
-    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    config["finetune"]["seeds"] = [0, 1]
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    out = snakemake(tmp_path, "-n", "-p", "--configfile", str(path), "--cores", "2")
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    planned_jobs = jobs(out.stdout)
+    generations of that model and benchmark (seeds included: config/seeds.yaml), with those runs in its --rows; the
+    report reads it."""
+    path = ROOT / "config" / "seeds.yaml"
+    config = shipped(path)[1]
+    planned_jobs = jobs(shipped_plan(path))
     speed = {re.search(r"--out \S+/speed/(\S+)\.json", j["command"]).group(1): j for j in planned_jobs
              if j["rule"] == "speed"}
     assert sorted(speed) == sorted(f"{m}/{b}" for m in config["models"] for b in config["benchmarks"])
@@ -351,10 +373,11 @@ def test_one_speed_job_per_model_and_benchmark_times_every_decode_run_after_it(t
         generations = sorted(o for o in outs if f"/generations/{model}/" in o and o.endswith(f"/{bench}.jsonl"))
         assert len(generations) == len(decodes) // len(config["benchmarks"])  # every decode run of the benchmark
         assert sorted(i for i in job["input"] if i.endswith(".jsonl") and "/generations/" in i) == generations
-        arms = {f"results/embedded/models/{model}/{arm}" for arm in ("ntp", "sbd", "ntp-s1", "sbd-s1")}
-        assert arms <= set(job["input"])
+        seeded = [(f"{arm}-s{seed}" if seed else arm, seed) for seed in config["finetune"]["seeds"]
+                  for arm in ("ntp", "sbd")]
+        assert {f"results/embedded/models/{model}/{arm}" for arm, _ in seeded} <= set(job["input"])
         rows = json.loads(shlex.split(job["command"].split("--rows ", 1)[1])[0])
         assert sorted(r["generations"] for r in rows) == generations
-        assert {(r["arm"], r["train_seed"]) for r in rows} == {("ntp", 0), ("sbd", 0), ("ntp-s1", 1), ("sbd-s1", 1)}
+        assert {(r["arm"], r["train_seed"]) for r in rows} == set(seeded)
     report = next(j["command"] for j in planned_jobs if j["rule"] == "report")
     assert all(f"/speed/{name}.json" in report for name in speed)

@@ -10,6 +10,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 
@@ -23,6 +24,7 @@ def run(*args, timeout=300):
                           env={**os.environ, "PYTHON": sys.executable})
 
 
+@pytest.mark.slow  # about 45 s: the compile checks and the pilot's dry run
 def test_dry_run_runs_every_step_and_writes_its_files_with_provenance(tmp_path):
     done = run("--dry-run", "--out", str(tmp_path))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

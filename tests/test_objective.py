@@ -57,6 +57,7 @@ def test_loss_from_labelled_logits_equals_full_logits_cross_entropy(model_kind, 
     assert model.get_output_embeddings()._forward_pre_hooks == {}  # the hook is gone after the forward
 
 
+@pytest.mark.slow  # the default tier compares flex and dense losses in tests/test_flex_attention.py
 def test_dense_and_flex_masks_give_the_same_loss(tokenizer):
     pytest.importorskip("torch.nn.attention.flex_attention")
     dense = tiny_model("qwen3", len(tokenizer))
