@@ -15,7 +15,7 @@ from conftest import char_tokenizer, tiny_model
 from sbd_core.benchmarks import ID_KEY, get_benchmark
 from sbd_core.pipeline import run_score
 from sbd_core.benchmarks.lm_eval_task import metric_name, write_lm_eval_task
-from sbd_core.evaluation.lm_eval_model import MissingGenerationError, ReplayLM
+from sbd_core.evaluation.replay import MissingGenerationError, ReplayLM
 from sbd_core.tasks import get_task
 from test_benchmarks import CHAT_TEMPLATE, SHARED, needs_data
 

@@ -111,7 +111,7 @@ class LmEvalBenchmark(Benchmark):
         import lm_eval
         from lm_eval.tasks import TaskManager
 
-        from sbd_core.evaluation.lm_eval_model import ReplayLM
+        from sbd_core.evaluation.replay import ReplayLM
 
         self.check_completions(problems, completions)
         work_dir = Path(work_dir).resolve()

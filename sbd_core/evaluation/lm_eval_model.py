@@ -11,9 +11,9 @@
   :func:`sbd_core.benchmarks.chat.render_chat`, the function the benchmarks' ``prompt()`` uses, so lm-eval and the
   DAG's decode stage hand the model byte-identical prompts; a context that already starts with the BOS token (a
   rendered chat) is encoded without adding another, as lm-eval's HF model does.
-* ``ReplayLM`` (registered as ``"sbd-replay"``) answers ``generate_until`` from stored completions looked up by
-  problem id (a generations file of ``{"id", "completion"}`` records, or a mapping), so stored generations are scored
-  by lm-eval without decoding again.
+* ``ReplayLM`` (registered as ``"sbd-replay"``, :mod:`sbd_core.evaluation.replay`, imported here) answers
+  ``generate_until`` from stored completions looked up by problem id, so stored generations are scored by lm-eval
+  without decoding again.
 
 Importing this module registers both names and imports ``lm_eval.models`` first: lm-eval's ``get_model`` only loads
 its built-in model table when the registry is empty, so registering ours first would otherwise hide ``hf`` & co.
@@ -33,9 +33,9 @@ from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from sbd_core import checkpoint
-from sbd_core.benchmarks.base import problem_id, read_generations
 from sbd_core.benchmarks.chat import add_special_tokens_for, render_chat
-from sbd_core.decode import DecodeConfig, cut_at_stop
+from sbd_core.decode import DecodeConfig
+from sbd_core.evaluation.replay import MissingGenerationError, ReplayLM, request_id, stop_strings
 from sbd_core.mask_token import mask_token_id
 from sbd_core.samplers import (PEER_MODE, build_decoder, build_solver, decode_mode, describe_samplers, sampler_name,
                                sampler_spec)
@@ -122,17 +122,6 @@ def _available_device(device) -> str:
         logging.getLogger(__name__).warning("device %r requested but CUDA is not available; using the CPU", device)
         return "cpu"
     return device
-
-
-def _stop_strings(until) -> tuple[str, ...]:
-    """Normalise a request's ``until`` (None, a string or a list of strings); empty strings are dropped."""
-    if until is None:
-        return ()
-    if isinstance(until, str):
-        until = [until]
-    if not isinstance(until, (list, tuple)) or not all(isinstance(s, str) for s in until):
-        raise ValueError(f"'until' must be a string or a list of strings, got {until!r}")
-    return tuple(s for s in until if s)
 
 
 # --------------------------------------------------------------------------------------------- SBD model
@@ -243,7 +232,7 @@ class SBDLM(LM):
             self._warned.add(unused)
             log.warning("SBDLM ignores generation kwargs %s", list(unused))
         max_new = _to_int("max_gen_toks", gen_kwargs.get("max_gen_toks", self.max_gen_toks))
-        return _stop_strings(gen_kwargs.get("until")), max_new
+        return stop_strings(gen_kwargs.get("until")), max_new
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         """Decode every request's context; cut at its ``until`` strings and ``max_gen_toks``.
@@ -343,52 +332,3 @@ class SBDLM(LM):
         for req, total in zip(requests, totals):
             self.cache_hook.add_partial("loglikelihood_rolling", req.args, total)
         return totals
-
-
-# --------------------------------------------------------------------------------------------- replay model
-class MissingGenerationError(KeyError):
-    """A request's problem has no stored completion."""
-
-    def __str__(self) -> str:  # KeyError would print the message in quotes
-        return str(self.args[0]) if self.args else ""
-
-
-def request_id(request) -> str:
-    """The problem id of an lm-eval request: its document's id (``sbd_id``, else ``task_id``), else its row index."""
-    return problem_id(request.doc or {}, request.doc_id)
-
-
-@register_model("sbd-replay")
-class ReplayLM(LM):
-    """lm-eval model that returns stored completions, looked up by problem id, instead of generating."""
-
-    def __init__(self, generations, batch_size=None, max_batch_size=None, device=None):
-        """``generations``: a generations file (JSON lines ``{"id", "completion"}``) or a ``{id: completion}``
-        mapping. ``batch_size``/``max_batch_size``/``device`` are accepted because ``simple_evaluate`` passes them.
-        """
-        super().__init__()
-        if isinstance(generations, dict):
-            self.source, self.completions = "the given completions", dict(generations)
-        else:
-            self.source, self.completions = os.fspath(generations), read_generations(generations)
-
-    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        """Stored completion of each request's problem, cut at the request's ``until`` strings (idempotent when the
-        stored text was decoded with the same stops). ``max_gen_toks`` is not applied (no tokenizer)."""
-        ids = [request_id(req) for req in requests]
-        missing = [i for i in ids if i not in self.completions]
-        if missing:
-            raise MissingGenerationError(f"{len(missing)} of {len(requests)} problems have no stored completion in "
-                                         f"{self.source}; first missing id: {missing[0]!r}")
-        return [cut_at_stop(self.completions[i], _stop_strings((req.args[1] or {}).get("until")))
-                for i, req in zip(ids, requests)]
-
-    def loglikelihood(self, requests, disable_tqdm: bool = False):
-        """Not available: stored generations carry no scores."""
-        raise NotImplementedError("ReplayLM only replays stored generations (generate_until); use SBDLM to score "
-                                  "log-likelihoods")
-
-    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
-        """Not available: stored generations carry no scores."""
-        raise NotImplementedError("ReplayLM only replays stored generations (generate_until); use SBDLM for "
-                                  "rolling log-likelihoods")
