@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import datasets
+import huggingface_hub
 import pytest
 
 from conftest import char_tokenizer
@@ -146,6 +148,10 @@ def test_fetch_copies_the_local_file_with_limit_and_provenance(tmp_path):
 def test_offline_download_failure_names_the_data_setting(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    # read at import: set the constants too (else five retries of a lookup that cannot resolve, 23 s)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
     bench = get_benchmark("math500")
     with pytest.raises(RuntimeError, match=r"could not load HuggingFaceH4/MATH-500@6e4ed1a.*set benchmarks.math500.data"):
         bench.fetch(bench.settings(), tmp_path)
