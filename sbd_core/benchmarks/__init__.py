@@ -62,8 +62,9 @@ def describe_benchmarks() -> dict[str, dict]:
 
 def score_generations(name: str, generations: str | Path, data: str | Path | None = None,
                       settings: Mapping[str, Any] | None = None, work_dir: str | Path | None = None) -> dict:
-    """Score a generations file (``{"id", "completion"}`` per line): ``{"benchmark", "accuracy", "metrics", "n",
-    "per_problem", "generations", "data", "limit_applied"}``.
+    """Score a generations file (``{"id", "completion"}`` per line): ``{"benchmark", "split", "accuracy", "metrics",
+    "n", "per_problem", "generations", "data", "limit_applied"}`` (``split``: where the problems come from,
+    :meth:`Benchmark.problem_split`).
 
     ``data`` is the test file the generations answer: one the benchmark stage wrote is the problem set and is never
     cut again; a file in the source's own schema is cut only to a ``limit`` the settings state. Without ``data`` the
@@ -75,10 +76,11 @@ def score_generations(name: str, generations: str | Path, data: str | Path | Non
     bench = get_benchmark(name)
     resolved = bench.settings(settings)
     stated_limit = resolved.limit if settings and "limit" in settings else None
+    split = bench.problem_split(data, resolved, settings.get("split") if settings else None)
     completions = read_generations(generations)
     with tempfile.TemporaryDirectory(prefix=f"score_{name}_", dir=work_dir) as tmp:
         problems, limit_applied = bench.problem_set(data, resolved, stated_limit, tmp)
         bench.check_completions(problems, completions, f"{generations} (answering {data or bench.source})")
-        return {"benchmark": name, **bench.score(problems, completions, tmp, resolved),
+        return {"benchmark": name, "split": split, **bench.score(problems, completions, tmp, resolved),
                 "generations": str(generations), "data": str(data) if data is not None else bench.source,
                 "limit_applied": limit_applied}
