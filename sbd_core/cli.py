@@ -30,7 +30,7 @@ import torch
 from . import pipeline, report, roofline
 from .errors import UserError, user_input
 from .launch import LaunchSettings
-from .settings import RuntimeSettings, TimingSettings, from_section
+from .settings import RuntimeSettings, StatsSettings, TimingSettings, from_section
 
 USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
 DEBUG_ENV = "SBD_DEBUG"
@@ -48,17 +48,27 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
-def _json(text: str) -> dict:
-    """A JSON object argument, inline or ``@path``."""
+def _json_value(text: str, kind: type, shape: str):
+    """A JSON argument of type ``kind`` (``shape`` names it in the message), inline or ``@path``."""
     try:
         value = json.loads(Path(text[1:]).read_text(encoding="utf-8") if text.startswith("@") else text)
     except OSError as err:
         raise argparse.ArgumentTypeError(f"cannot read {text[1:]} ({err.strerror}); expected @<path of a JSON file>")
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise argparse.ArgumentTypeError(f"not valid JSON ({err}): {text[:80]!r}")
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object {{...}}, got {type(value).__name__}: {text[:80]!r}")
+    if not isinstance(value, kind):
+        raise argparse.ArgumentTypeError(f"expected a JSON {shape}, got {type(value).__name__}: {text[:80]!r}")
     return value
+
+
+def _json(text: str) -> dict:
+    """A JSON object argument, inline or ``@path``."""
+    return _json_value(text, dict, "object {...}")
+
+
+def _json_list(text: str) -> list:
+    """A JSON list argument, inline or ``@path``."""
+    return _json_value(text, list, "list [...]")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -113,6 +123,25 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--runtime", type=_json, default={})
     s.add_argument("--out", type=Path, required=True)
 
+    s = sub.add_parser("speed", help="wall-clock of every decode run of one model and benchmark: paired rounds, A/A "
+                       "control (run it alone on the machine)")
+    s.add_argument("--rows", type=_json_list, required=True,
+                   help='the decode runs, a JSON list: [{"arm", "model", "objective", "train_seed", "train_steps", '
+                        '"sampler", "sampler_spec", "generations"}, ...] (or @file.json)')
+    s.add_argument("--model-name", required=True, help="the model's name in the run (the report's model column)")
+    s.add_argument("--benchmark", required=True)
+    s.add_argument("--settings", type=_json, default=None, help="the benchmark's config section")
+    s.add_argument("--test-file", type=Path, required=True, help="the benchmark stage's <name>_test.jsonl")
+    s.add_argument("--decode-spec", type=_json, default={}, help="the decode section (as the decode stage's)")
+    s.add_argument("--speed-spec", type=_json, default={}, help='the speed section, e.g. {"problems": 16, "rounds": 5}')
+    s.add_argument("--runtime", type=_json, default={})
+    s.add_argument("--out", type=Path, required=True, help="the speed file (JSON)")
+
+    s = sub.add_parser("speed-compare", help="a rerun of the speed stage against the first run: is each median inside "
+                       "the first run's interval?")
+    s.add_argument("--first", type=Path, required=True, help="the first run's speed folder (results/<run>/speed copy)")
+    s.add_argument("--second", type=Path, required=True, help="the rerun's speed folder")
+
     s = sub.add_parser("score", help="score a generations file ({\"id\", \"completion\"} per line); prints the metric")
     s.add_argument("--benchmark", required=True)
     s.add_argument("--generations", type=Path, required=True)
@@ -147,6 +176,9 @@ def _parser() -> argparse.ArgumentParser:
                    help='which of our models stand for which row of the paper, e.g. {"llama-3.1-8b": "Llama-3.1 8B"}')
     s.add_argument("--timing", type=Path, nargs="*", default=[],
                    help="time(k) files of the timing stage (<model>.json): eq. 16 predictions beside the measurement")
+    s.add_argument("--speed", type=Path, nargs="*", default=[], help="the speed stage's files (wall-clock)")
+    s.add_argument("--stats", type=_json, default=None,
+                   help='the config\'s report.stats (confidence, equivalence margins, resamples): {"margin_pts": 2}')
     s.add_argument("--out", type=Path, required=True)
 
     s = sub.add_parser("roofline", help="the paper's roofline (Tables 3-4, eq. 16): analytic, or from a time(k) file")
@@ -174,8 +206,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="tokens per row (1: the NTP step; wider: SBD block steps)")
     s.add_argument("--block-size", type=int, nargs="+", default=[], help="block sizes k: adds the 2k re-feed steps")
     s.add_argument("--kv-len", type=int, nargs="+", default=[128], help="cached tokens per row")
-    s.add_argument("--warmup", type=int, default=3)
-    s.add_argument("--repeats", type=int, default=20)
+    s.add_argument("--warmup", type=int, default=TimingSettings.warmup, help="untimed calls per point and round")
+    s.add_argument("--repeats", type=int, default=TimingSettings.repeats,
+                   help="timed calls per point and round (their median is the round's value)")
+    s.add_argument("--rounds", type=int, default=TimingSettings.rounds,
+                   help="rounds, every point once per round in a fresh random order")
+    s.add_argument("--seed", type=int, default=TimingSettings.seed, help="the rounds' orders")
     s.add_argument("--compile", action="store_true", help="time the step compiled with torch.compile")
     s.add_argument("--budget-s", type=float, default=None,
                    help="start no row after this many seconds; the file keeps the rows measured (complete: false)")
@@ -235,7 +271,21 @@ def _run(args: argparse.Namespace) -> None:
         runtime = from_section(RuntimeSettings, args.runtime, "runtime")
         pipeline.run_likelihood(args.model, args.task, args.settings, args.data, args.out, runtime, args.names)
     elif args.stage == "report":
-        pipeline.run_report(args.scores, args.out, args.paper_table, args.paper_bases, args.timing, args.likelihood)
+        stats = from_section(StatsSettings, args.stats, "report.stats")
+        pipeline.run_report(args.scores, args.out, args.paper_table, args.paper_bases, args.timing, args.likelihood,
+                            stats, args.speed)
+    elif args.stage == "speed":
+        from .pipeline.speed import run_speed  # imported here: it loads torch and transformers' model classes
+
+        runtime = from_section(RuntimeSettings, args.runtime, "runtime")
+        run_speed(args.rows, args.model_name, args.benchmark, args.settings, args.test_file, args.decode_spec,
+                  args.speed_spec, args.out, runtime, progress)
+    elif args.stage == "speed-compare":
+        from .report.speed import compare_reruns
+
+        lines, inside, compared = compare_reruns(args.first, args.second)
+        print("\n".join(lines))
+        print(f"{inside} of {compared} rerun medians inside the first run's interval ({100 * inside / compared:.0f}%)")
     elif args.stage == "roofline":
         text = roofline.run_table(args.table, args.out, args.preset, args.model, args.device, args.dtype,
                                   args.measured, args.batch, args.kv_len, args.block_size)
@@ -248,7 +298,7 @@ def _run(args: argparse.Namespace) -> None:
 
         result = timing.run_timing(args.out, args.model, args.shape, args.layers, args.device, args.dtype, args.batch,
                                    args.width, args.block_size, args.kv_len, args.warmup, args.repeats, args.compile,
-                                   progress, args.budget_s)
+                                   progress, args.budget_s, args.rounds, args.seed)
         print(json.dumps(result))
 
 

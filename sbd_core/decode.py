@@ -9,6 +9,10 @@ SBD mode, per batch of left-padded prompts:
      exactly what an NTP model would compute.
 NTP mode prefills all but the last prompt token and then feeds one token per forward (plain greedy decoding unless the
 solver samples), so its NFE equals the number of generated tokens.
+Verified SBD (a solver with ``verify``: :mod:`sbd_core.verify`, whose loop runs on this decoder's forward, prefill
+and stop rule) checks every finished block against NTP mode in the forward that re-feeds it, so it writes NTP mode's
+tokens; its rows advance on their own. The fast engine has no verify path yet: this decoder decodes a verified solver
+whatever ``config.engine`` says.
 
 Tokens never written (both modes, every solver; :func:`never_generated_ids`): the SBD mask token and a padding token of
 its own. Their logits are set to -inf before the solver sees them (:func:`sbd_core.solvers.exclude_tokens`), so the
@@ -24,8 +28,9 @@ has finished its block or its generation waits without counting. Finished rows l
 
 from __future__ import annotations
 
+import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from tqdm.auto import tqdm
@@ -37,6 +42,9 @@ from .generation import (DecodeConfig, Generation, cut_at_stop, encode_prompt, n
 from .mask_token import mask_token_id
 from .masking import backend_mask
 from .solvers import exclude_tokens, get_solver
+from .verify import VerifyLoop
+
+log = logging.getLogger("sbd_core")
 
 __all__ = ["BlockDecoder", "DecodeConfig", "Generation", "cut_at_stop", "generate", "never_generated_ids"]
 
@@ -54,6 +62,8 @@ class _Batch:
     keep: list[int]
     reason: list[str]
     finish_time: list[float]
+    accepted: list[list[int]]  # verify: per verified draft, the tokens NTP mode kept
+    drafted: list[list[int]]  # verify: per verified draft, its tokens
     gen_len: int = 0  # tokens of the generation committed so far (same for all slots)
     start: float = field(default_factory=time.perf_counter)
 
@@ -61,7 +71,7 @@ class _Batch:
     def new(cls, prompt_len: torch.Tensor, prompt_valid: torch.Tensor) -> "_Batch":
         n = len(prompt_len)
         return cls(list(range(n)), prompt_len, prompt_valid, [[] for _ in range(n)], [0] * n, [False] * n, [0] * n,
-                   [""] * n, [0.0] * n)
+                   [""] * n, [0.0] * n, [[] for _ in range(n)], [[] for _ in range(n)])
 
 
 class BlockDecoder:
@@ -71,12 +81,17 @@ class BlockDecoder:
         self.model, self.tokenizer = model.eval(), tokenizer
         self.config = config or DecodeConfig()
         self.solver = solver or get_solver("topk", n=1)
+        self.verify = self.config.mode == "sbd" and getattr(self.solver, "verify", "none") != "none"
+        if self.verify and self.config.engine == "fast":  # the engine has no verify path yet
+            log.info("verify: decoding with the reference decoder (decode.engine: fast has no verify path yet)")
+            self.config = replace(self.config, engine="reference")
         self.eos = resolve_eos(self.config, tokenizer)
         self.mask_id = mask_token_id(model) if self.config.mode == "sbd" else None
         self.excluded_ids = never_generated_ids(model, tokenizer, self.eos)
         self.context = getattr(model.config, "max_position_embeddings", None)
         self._stop_window = max((len(s) for s in self.config.stop_strings), default=0)
         self.cache = None
+        self.cache_valid = None  # verify: [rows, cache columns] the columns each row left in the cache attends to
 
     # ----------------------------------------------------------------------------------------------- public API
     def generate(self, prompts, progress: bool = False) -> list[Generation]:
@@ -106,6 +121,10 @@ class BlockDecoder:
         max_new = self._max_new(st)
         if self.config.mode == "ntp":
             self._decode_ntp(st, padded, max_new)
+        elif self.verify:
+            loop = VerifyLoop(self, st, max_new)
+            loop.run(self._prefill(st, padded))
+            self.cache_valid = loop.key_valid
         else:
             self._prefill(st, padded)
             self._decode_sbd(st, max_new)
@@ -155,18 +174,19 @@ class BlockDecoder:
         valid[:, :width] = st.prompt_valid[:, :width]
         return valid
 
-    def _prefill(self, st: _Batch, padded: torch.Tensor) -> None:
-        """Causal forward over the (left-padded) prompt columns; pad queries attend to themselves only."""
+    def _prefill(self, st: _Batch, padded: torch.Tensor) -> torch.Tensor | None:
+        """Causal forward over the (left-padded) prompt columns; pad queries attend to themselves only. Returns the
+        logits of the last column [slots, 1, V] (NTP's prediction of the first generated token)."""
         width = padded.shape[1]
         if width == 0:
-            return
+            return None
         valid = st.prompt_valid[:, :width]
         positions = (valid.long().cumsum(-1) - 1).clamp(min=0)
         idx = torch.arange(width, device=padded.device)
         causal = (idx[None, :] <= idx[:, None])[None] & valid[:, None, :]
         # a pad query keeps itself: a fully masked row could put NaN into the cache on some kernels
         allowed = causal | torch.eye(width, dtype=torch.bool, device=padded.device)[None]
-        self._forward(padded, positions, allowed, keep_logits=1)
+        return self._forward(padded, positions, allowed, keep_logits=1)
 
     def _block_forward(self, st: _Batch, block, prev):
         """Feed ``[prev (causal) | block (bidirectional)]``; crop the block off the cache; return the block's logits."""
@@ -266,7 +286,8 @@ class BlockDecoder:
         ids = st.tokens[row][: st.keep[row]]
         body = ids[:-1] if st.reason[row] == "eos" else ids
         text = cut_at_stop(self.tokenizer.decode(body), self.config.stop_strings)
-        return Generation(text, ids, st.nfe[row], st.reason[row], st.finish_time[row])
+        verified = {"accepted": st.accepted[row], "drafted": st.drafted[row]} if self.verify else {}
+        return Generation(text, ids, st.nfe[row], st.reason[row], st.finish_time[row], **verified)
 
 
 def generate(model, tokenizer, prompts, config: DecodeConfig | None = None, solver=None, progress=False):

@@ -49,6 +49,8 @@ class Generation:
     stop_reason: str  # "eos", "stop_string" or "length"
     wall_time_s: float  # until this row stopped, from the start of its batch (reference) or its admission (fast)
     prefill_time_s: float = 0.0  # the share of wall_time_s spent prefilling its prompt (fast engine; 0: not measured)
+    accepted: list[int] | None = None  # verify (sbd_core.verify): per verified draft, the tokens NTP mode kept
+    drafted: list[int] | None = None  # verify: per verified draft, its tokens (a whole block, or up to its stop)
 
     @property
     def num_tokens(self) -> int:

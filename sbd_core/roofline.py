@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -271,7 +271,8 @@ STEPS = ("ntp", "block", "refeed", "forward")
 class Timing:
     """A validated time(k) file: its header and median seconds as ``grids[batch][width][kv_len]`` (width 1: the
     ``ntp`` rows, wider: the ``block`` rows; ``forward`` rows where those are missing) and ``refeeds`` (the same for
-    the ``refeed`` rows)."""
+    the ``refeed`` rows); ``rounds``: each row's per-round seconds by ``(step, batch, width, kv_len)`` (files measured
+    in rounds, :mod:`sbd_core.timing`; empty for older ones)."""
 
     path: str
     device: str
@@ -282,6 +283,22 @@ class Timing:
     repeats: int
     grids: dict
     refeeds: dict = field(default_factory=dict)
+    rounds: dict = field(default_factory=dict)
+
+    @property
+    def n_rounds(self) -> int:
+        """The rounds of the file (0: measured before rounds)."""
+        return max((len(v) for v in self.rounds.values()), default=0)
+
+    def at_round(self, index: int) -> "Timing":
+        """This file as round ``index`` measured it: the same Timing with that round's values as its grids (rows
+        without that round left out)."""
+        by_step: dict = {}
+        for (step, batch, width, kv_len), values in self.rounds.items():
+            if index < len(values):
+                by_step.setdefault(step, {}).setdefault(batch, {}).setdefault(width, {})[kv_len] = values[index]
+        grids, refeeds = _grids(by_step)
+        return replace(self, grids=grids, refeeds=refeeds, rounds={})
 
     def batches(self) -> list[int]:
         return sorted(self.grids)
@@ -320,20 +337,28 @@ def load_timing(path) -> Timing:
               for key in ("warmup", "repeats")}
     model = _field(path, data, "model", dict, expect="an object")
     rows = _field(path, data, "rows", list, check=bool, expect="a non-empty list")
-    by_step = _read_rows(path, rows)
+    by_step, rounds = _read_rows(path, rows)
+    grids, refeeds = _grids(by_step)
+    return Timing(path=str(path), model=model, grids=grids, refeeds=refeeds, rounds=rounds, **header, **counts)
+
+
+def _grids(by_step: dict) -> tuple[dict, dict]:
+    """``(grids, refeeds)`` of :class:`Timing` from ``{step: {batch: {width: {kv_len: seconds}}}}``."""
     grids: dict = {}
     for step in ("forward", "block", "ntp"):  # later steps win: width 1 from ntp, wider from block rows
         for batch, by_width in by_step.get(step, {}).items():
             for width, by_kv in by_width.items():
                 if step != "ntp" or width == 1:
                     grids.setdefault(batch, {})[width] = by_kv
-    return Timing(path=str(path), model=model, grids=grids, refeeds=by_step.get("refeed", {}), **header, **counts)
+    return grids, by_step.get("refeed", {})
 
 
-def _read_rows(path, rows: list) -> dict:
-    """The ``rows`` of a time(k) file as ``{step: {batch: {width: {kv_len: median seconds}}}}``, each validated."""
+def _read_rows(path, rows: list) -> tuple[dict, dict]:
+    """The ``rows`` of a time(k) file as ``{step: {batch: {width: {kv_len: median seconds}}}}`` and each row's
+    per-round seconds by ``(step, batch, width, kv_len)`` (where it has ``rounds_ms``), each validated."""
     positive = dict(check=lambda v: math.isfinite(v) and v > 0, expect="a positive number")
     grids: dict = {}
+    rounds: dict = {}
     for i, row in enumerate(rows):
         where = f"rows[{i}]."
         if not isinstance(row, dict):
@@ -341,10 +366,13 @@ def _read_rows(path, rows: list) -> dict:
         key = tuple(_field(path, row, name, int, where, check=lambda v, low=low: v >= low,
                            expect=f"an integer >= {low}") for name, low in (("batch", 1), ("width", 1), ("kv_len", 0)))
         median = _field(path, row, "median_ms", (int, float), where, **positive)
-        spread = [_field(path, row, name, (int, float), where, **positive)
-                  for name in ("p10_ms", "p90_ms") if name in row]
-        if spread and not spread[0] <= median <= spread[-1]:
-            raise TimingFileError(f"timing file {path}: rows[{i}] must have p10_ms <= median_ms <= p90_ms")
+        for low, high in (("p10_ms", "p90_ms"), ("lo_ms", "hi_ms")):
+            spread = [_field(path, row, name, (int, float), where, **positive) for name in (low, high) if name in row]
+            if spread and not spread[0] <= median <= spread[-1]:
+                raise TimingFileError(f"timing file {path}: rows[{i}] must have {low} <= median_ms <= {high}")
+        per_round = _field(path, row, "rounds_ms", list, where, check=lambda v: v and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0 for x in v),
+            expect="a non-empty list of positive numbers") if "rounds_ms" in row else None
         step = row.get("step", "forward")
         if step not in STEPS:
             raise TimingFileError(f"timing file {path}: field 'rows[{i}].step' must be one of {STEPS}, got {step!r}")
@@ -354,7 +382,9 @@ def _read_rows(path, rows: list) -> dict:
             raise TimingFileError(f"timing file {path}: rows[{i}] repeats (step, batch, width, kv_len) = "
                                   f"{(step, *key)}")
         by_kv[kv_len] = median / 1000.0
-    return grids
+        if per_round is not None:
+            rounds[(step, *key)] = tuple(v / 1000.0 for v in per_round)
+    return grids, rounds
 
 
 def _neighbours(xs: list, x: int, what: str, extrapolate: bool) -> list:

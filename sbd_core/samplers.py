@@ -8,12 +8,13 @@ Its spec is a plain dict::
     {"mode": "ntp" | "sbd" | "hf", "solver": "ntp" | solver name | peer name,
      "params": {...resolved, defaults included},
      "family": report family ("ntp", "eb-entropy", "confidence_threshold", "hf-generate", "prompt-lookup", ...),
-     "tag": run name ("ntp", "eb-entropy-g0.1", "hf-generate", "prompt-lookup-10", ...)}
+     "tag": run name ("ntp", "eb-entropy-g0.1", "eb-entropy-g0.1-verify", "hf-generate", "prompt-lookup-10", ...)}
 
-``ntp`` takes only the sampling parameters every solver has (``temperature``, ``seed``); the peers are greedy and take
-only their own parameters. The workflow config lists samplers with one value or a list of values per parameter;
-:func:`expand_samplers` turns that into one entry per setting, keyed by tag, so each setting is its own decode job
-(changing one threshold reruns only it). :func:`build_decoder` is the one place a spec picks its decoder.
+``ntp`` takes only the sampling parameters every solver has (``temperature``, ``seed``); a block solver also takes
+``verify`` (``greedy`` / ``sample``: every block checked against NTP mode, :mod:`sbd_core.verify`); the peers are greedy
+and take only their own parameters. The workflow config lists samplers with one value or a list of values per
+parameter; :func:`expand_samplers` turns that into one entry per setting, keyed by tag, so each setting is its own
+decode job (changing one threshold reruns only it). :func:`build_decoder` is the one place a spec picks its decoder.
 """
 
 from __future__ import annotations
@@ -87,8 +88,8 @@ def _peer_spec(name: str, params: dict) -> dict:
 
 
 def sampler_label(spec: dict) -> str:
-    """A reader's name for a sampler spec: ``NTP``, ``EB γ=0.1``, ``HF generate``, ``prompt lookup (10)``; other
-    solvers (and settings it has no words for) by their tag."""
+    """A reader's name for a sampler spec: ``NTP``, ``EB γ=0.1``, ``EB γ=0.1 + verify``, ``HF generate``, ``prompt
+    lookup (10)``; other solvers (and settings it has no words for) by their tag."""
     params, tag, solver = spec.get("params") or {}, spec["tag"], spec["solver"]
     if solver == NTP:
         return "NTP" + (f" ({tag[len(NTP) + 1:]})" if tag != NTP else "")
@@ -100,8 +101,10 @@ def sampler_label(spec: dict) -> str:
         return f"prompt lookup ({tokens}" + ("" if ngram == defaults["max_matching_ngram_size"] else
                                               f", {ngram}-grams") + ")"
     gamma, proxy = params.get("gamma"), params.get("proxy")
-    if solver == "eb" and gamma is not None and tag == f"eb-{proxy}-g{gamma:g}":
-        return f"EB \u03b3={gamma:g}" + ("" if proxy == "entropy" else f" ({proxy})")
+    verified = params.get("verify", "none") != "none"
+    suffix = " + verify" if verified else ""
+    if solver == "eb" and gamma is not None and tag == f"eb-{proxy}-g{gamma:g}{suffix and '-verify'}":
+        return f"EB \u03b3={gamma:g}" + ("" if proxy == "entropy" else f" ({proxy})") + suffix
     return tag
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import types
 import typing
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from .errors import UserError
 
@@ -63,8 +63,8 @@ def _describe(hint) -> str:
 @dataclass(frozen=True)
 class RuntimeSettings:
     """Where models run: ``device`` (cpu, cuda, cuda:N), weight ``dtype`` for decoding, CPU ``threads`` per job;
-    ``decode_threads``: CPU threads (and cores claimed) of each decode and timing job; None: ``threads`` threads, claiming
-    every core of the run (a timed decode then runs alone on the machine)."""
+    ``decode_threads``: CPU threads (and cores claimed) of each decode job; None: ``threads`` threads, claiming every core
+    of the run. (The timed jobs, speed and timing, claim every core and run ``threads`` threads.)"""
 
     device: str = "cpu"
     dtype: str = "float32"
@@ -89,18 +89,23 @@ class RuntimeSettings:
 
 
 @dataclass(frozen=True)
-class DecodeTiming:
-    """How the decode stage times a run (keys of the config's ``decode`` section beside the DecodeConfig ones):
-    ``timing_repeats`` decodes of the problems, the fastest wall time counting (short CPU decodes vary by tens of
-    percent); ``latency_problems`` of them decoded again one at a time (batch 1: the latency measurement; 0: none)."""
+class SpeedSettings:
+    """The ``speed`` stage (:mod:`sbd_core.pipeline.speed`): wall-clock per (model, benchmark) as a paired, repeated,
+    interleaved experiment. ``problems``: the test problems every row decodes (a seeded sample, the same for every
+    row); ``rounds``: timed rounds, each row once per round and batch size in a fresh random order (``seed``);
+    ``warmup``: untimed decodes of each (row, batch size) before the first round."""
 
-    timing_repeats: int = 1
-    latency_problems: int = 0
+    enabled: bool = True
+    problems: int = 8
+    rounds: int = 5
+    warmup: int = 1
+    seed: int = 0
 
     def __post_init__(self):
-        if self.timing_repeats < 1 or self.latency_problems < 0:
-            raise UserError(f"decode.timing_repeats must be >= 1 and decode.latency_problems >= 0, got "
-                            f"{self.timing_repeats} and {self.latency_problems}")
+        for name, low in (("problems", 1), ("rounds", 2), ("warmup", 0), ("seed", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise UserError(f"speed.{name} must be an integer >= {low}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -108,14 +113,18 @@ class TimingSettings:
     """The ``timing`` stage: time(k) of the fast engine on the run's own hardware (``python -m sbd_core timing``),
     which the report's eq. 16 predictions read. ``batches`` empty: 1 and the decode batch size; ``widths``: tokens
     per row (1: the NTP step), the decode block size and its 2k re-feed are always added; ``kv_lens``: cached tokens
-    (they must span the runs' mean cache lengths, or the report leaves those predictions empty)."""
+    (they must span the runs' mean cache lengths, or the report leaves those predictions empty). Measured as the speed
+    stage measures (:mod:`sbd_core.rounds`): ``rounds`` rounds, every step once per round in a fresh random order
+    (``seed``); a step's value in a round is the median of ``repeats`` calls after ``warmup`` untimed ones."""
 
     enabled: bool = True
     batches: tuple[int, ...] = ()
     widths: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
     kv_lens: tuple[int, ...] = (64, 256, 1024)
-    warmup: int = 3
-    repeats: int = 20
+    warmup: int = 2
+    repeats: int = 5
+    rounds: int = 5
+    seed: int = 0
 
     def __post_init__(self):
         for name in ("batches", "widths", "kv_lens"):
@@ -126,5 +135,48 @@ class TimingSettings:
             object.__setattr__(self, name, values)
         if not self.kv_lens or not self.widths:
             raise UserError("timing.widths and timing.kv_lens need at least one value each")
-        if self.warmup < 0 or self.repeats < 1:
-            raise UserError(f"timing.warmup must be >= 0 and timing.repeats >= 1, got {self.warmup}, {self.repeats}")
+        if self.warmup < 0 or self.repeats < 1 or self.rounds < 1 or self.seed < 0:
+            raise UserError(f"timing.warmup and timing.seed must be >= 0, timing.repeats and timing.rounds >= 1, got "
+                            f"{self.warmup}, {self.seed}, {self.repeats}, {self.rounds}")
+
+
+@dataclass(frozen=True)
+class StatsSettings:
+    """How the report states how sure its numbers are (the config's ``report.stats``; docs/statistics.md).
+    ``confidence``: the two-sided level of every interval and of every verdict (alpha = 1 - confidence);
+    ``margin_pts``: the equivalence margin in accuracy points, a difference to the NTP arm inside +-margin counting
+    as "the same accuracy" (``margins_pts``: per-benchmark margins in its place); ``n_boot`` resamples (``seed``:
+    their seed) for the NFE speedup intervals; ``power`` and ``resolve`` (a fraction: 0.01 is one point) size the
+    problems a task would need."""
+
+    confidence: float = 0.95
+    margin_pts: float = 2.0
+    margins_pts: dict = field(default_factory=dict)
+    n_boot: int = 10_000
+    seed: int = 0
+    power: float = 0.8
+    resolve: float = 0.01
+
+    def __post_init__(self):
+        if not 0.5 <= self.confidence < 1.0 or not 0.0 < self.power < 1.0:
+            raise UserError(f"report.stats.confidence must lie in [0.5, 1) and report.stats.power in (0, 1), got "
+                            f"{self.confidence} and {self.power}")
+        margins = {"margin_pts": self.margin_pts, **{f"margins_pts.{k}": v for k, v in self.margins_pts.items()}}
+        bad = {k: v for k, v in margins.items()
+               if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 < v < 100.0}
+        if bad:
+            raise UserError(f"report.stats.{next(iter(bad))} must be a number of points in (0, 100), got "
+                            f"{next(iter(bad.values()))!r}")
+        if self.n_boot < 100:
+            raise UserError(f"report.stats.n_boot must be >= 100, got {self.n_boot}")
+        if not 0.0 < self.resolve < 1.0:
+            raise UserError(f"report.stats.resolve must lie in (0, 1) (a fraction: 0.01 is one point), got "
+                            f"{self.resolve}")
+
+    @property
+    def alpha(self) -> float:
+        return 1.0 - self.confidence
+
+    def margin(self, benchmark: str) -> float:
+        """The equivalence margin of ``benchmark`` as a fraction (0.02 for 2 points)."""
+        return float(self.margins_pts.get(benchmark, self.margin_pts)) / 100.0

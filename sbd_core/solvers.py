@@ -19,6 +19,11 @@ does not depend on ``temperature``. ``temperature`` only changes *which token* i
 0 means greedy argmax, > 0 samples from softmax(logits / temperature) with a torch.Generator owned
 by the solver and seeded with ``seed`` (its stream continues across calls).
 
+Verification (``verify``, every rule; :mod:`sbd_core.verify`): ``none`` decodes SBD as the paper does; ``greedy``
+(temperature 0) and ``sample`` (temperature > 0) check every finished block against the same model's NTP mode, so the
+output is NTP decoding's, greedy or sampled. It is a decoding-loop option, not a reveal rule: the rule's decisions do
+not read it, but its tag (``-verify``) and family (``<family>-verify``) do, so a verified run is a run of its own.
+
 Tokens that must never be written (the mask token, padding): a caller passes logits through
 :func:`exclude_tokens` first. Those ids then have probability 0, every statistic above is computed on
 the distribution renormalised over the remaining ids, and neither argmax nor sampling can pick them.
@@ -40,6 +45,7 @@ import torch
 
 PROXIES = ("entropy", "confidence", "margin")  # the error proxies a user may choose (EB paper, eq. 1)
 COMMON_PARAMS = ("temperature", "seed")  # parameters every solver takes (token choice, not selection)
+VERIFY_MODES = ("none", "greedy", "sample")  # verify: off, against NTP's greedy choice, against NTP sampling
 
 
 # ------------------------------------------------------------------------------------------- parameter checks
@@ -139,22 +145,29 @@ def _leading_true(ok: torch.Tensor) -> torch.Tensor:
 @dataclass(frozen=True, kw_only=True)
 class Rule:
     """A solver's settings and decision rule. Subclasses define ``name``, ``summary``, ``proxy`` (a class constant or a
-    parameter; the sort order of masked positions), ``_tag()`` and ``count()``; they may override ``family``."""
+    parameter; the sort order of masked positions), ``_tag()`` and ``count()``; they may override ``_family()``."""
 
     name: ClassVar[str]
     summary: ClassVar[str]
     temperature: float = param(0.0, _real(0.0, finite=True))
     seed: int = param(0, _integer())
+    verify: str = param("none", _choice(VERIFY_MODES))
 
     def __post_init__(self):
         for f in fields(self):
             object.__setattr__(self, f.name, f.metadata["check"](f.name, getattr(self, f.name)))
+        if self.verify == "greedy" and self.temperature > 0:
+            raise ValueError(f"verify='greedy' checks drafts against NTP's argmax and needs temperature 0, got "
+                             f"temperature={self.temperature:g}; use verify='sample' to match NTP sampling")
+        if self.verify == "sample" and self.temperature == 0:
+            raise ValueError("verify='sample' matches NTP sampling and needs a temperature > 0; use verify='greedy' "
+                             "at temperature 0")
 
     @classmethod
     def param_names(cls) -> tuple[str, ...]:
-        """The rule's own parameters first, then the common ones."""
-        own = [f.name for f in fields(cls) if f.name not in COMMON_PARAMS]
-        return tuple(own) + COMMON_PARAMS
+        """The rule's own parameters first, then ``verify``, then the common ones."""
+        own = [f.name for f in fields(cls) if f.name not in COMMON_PARAMS + ("verify",)]
+        return tuple(own) + ("verify",) + COMMON_PARAMS
 
     @property
     def params(self) -> dict:
@@ -163,13 +176,23 @@ class Rule:
 
     @property
     def family(self) -> str:
-        """The curve a run belongs to in reports (settings of one family differ only in a threshold)."""
+        """The curve a run belongs to in reports (settings of one family differ only in a threshold); verified runs
+        form a family of their own (``eb-entropy-verify``)."""
+        return self._family() + self.verify_tag
+
+    def _family(self) -> str:
         return self.name
 
     @property
     def tag(self) -> str:
-        """Short filesystem-safe run name, e.g. ``eb-entropy-g0.1``, ``topk-2-t0.7-s3`` when sampling."""
-        return self._tag() + self.sampling_tag
+        """Short filesystem-safe run name, e.g. ``eb-entropy-g0.1``, ``eb-entropy-g0.1-verify``, ``topk-2-t0.7-s3``
+        when sampling."""
+        return self._tag() + self.verify_tag + self.sampling_tag
+
+    @property
+    def verify_tag(self) -> str:
+        """``-verify`` when the blocks are verified (greedy or sampled: the sampling tag tells which), else empty."""
+        return "" if self.verify == "none" else "-verify"
 
     @property
     def sampling_tag(self) -> str:
@@ -195,8 +218,7 @@ class EB(Rule):
     gamma: float = param(0.1, _real(0.0))
     proxy: str = param("entropy", _choice(PROXIES))
 
-    @property
-    def family(self) -> str:
+    def _family(self) -> str:
         return f"eb-{self.proxy}"
 
     def _tag(self) -> str:
@@ -342,18 +364,27 @@ class Solver:
     def family(self) -> str:
         return self.rule.family
 
+    @property
+    def verify(self) -> str:
+        """The rule's ``verify`` mode (``none``, ``greedy`` or ``sample``)."""
+        return self.rule.verify
+
     def __repr__(self) -> str:
         return f"Solver({self.name!r}, {self.params})"
 
+    def token_probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """The distribution a token is sampled from at temperature > 0: softmax(logits / temperature), float32."""
+        return torch.softmax(logits.float() / self.rule.temperature, dim=-1)
+
     def _tokens(self, logits32: torch.Tensor) -> torch.Tensor:
-        """Greedy argmax at temperature 0, else samples from softmax(logits / temperature)."""
+        """Greedy argmax at temperature 0, else samples from :meth:`token_probs`."""
         temp = self.rule.temperature
         if temp == 0 or logits32.numel() == 0:
             return logits32.argmax(dim=-1)
         dev = str(logits32.device)
         if dev not in self._generators:
             self._generators[dev] = torch.Generator(device=logits32.device).manual_seed(self.rule.seed)
-        probs = torch.softmax(logits32 / temp, dim=-1).reshape(-1, logits32.shape[-1])
+        probs = self.token_probs(logits32).reshape(-1, logits32.shape[-1])
         draws = torch.multinomial(probs, 1, generator=self._generators[dev])
         return draws.view(logits32.shape[:-1])
 

@@ -7,9 +7,14 @@ For a checkpoint, or a named model shape with random weights (no download), and 
 * ``refeed``: the first SBD step of a block: the finished block of ``width / 2`` tokens re-fed causally plus the new
   block (logits for the new block only).
 
-Each is the engine's own step (:meth:`sbd_core.engine.slots.Slots.step`, the one host read included), timed after
-``warmup`` calls as the median of ``repeats`` synchronised calls, every call from the same state. The output file is
-what :func:`sbd_core.roofline.load_timing` reads; the report predicts each run's wall speedup from it (eq. 16).
+Each is the engine's own step (:meth:`sbd_core.engine.slots.Slots.step`, the one host read included), every call from
+the same state. Measured as the speed stage measures (:mod:`sbd_core.rounds`): ``rounds`` rounds, every (step, batch,
+width, cached keys) once per round in a fresh random order (seeded, recorded as ``orders``); in its turn a point is set
+up anew, called ``warmup`` times untimed and ``repeats`` times timed (each call between two device synchronisations),
+and the median of those is its value in that round. A row of the file holds every round's value (``rounds_ms``), their
+median (``median_ms``) and its order-statistic interval over rounds (``lo_ms``, ``hi_ms``). The output file is what
+:func:`sbd_core.roofline.load_timing` reads; the report predicts each run's wall speedup from it (eq. 16), one
+prediction per round, and flags steps that are implausible (:func:`sbd_core.report.prediction.implausible_steps`).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from .engine.slots import Slots
 from .io_utils import write_json_atomic
 from .provenance import provenance
 from .roofline import MODELS
+from .rounds import median_interval, round_orders
 from .settings import TimingSettings
 from .solvers import get_solver
 
@@ -52,16 +58,16 @@ def random_model(shape_name: str, layers: int | None, device: str, dtype: torch.
     return model.eval()
 
 
-def _synchronize(device) -> None:
+def synchronize(device) -> None:
+    """Wait for the device's queued kernels (a GPU); nothing on the CPU, where every call returns when done."""
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def time_step(model, step: str, width: int, batch: int, kv_len: int, warmup: int, repeats: int,
-              compile_step: bool = False) -> dict:
-    """One row of the time(k) file: ``step`` (ntp, block, refeed) at ``width`` tokens per row, ``batch`` rows and
-    ``kv_len`` cached keys; times in ms."""
-    block = 1 if step == "ntp" else (width // 2 if step == "refeed" else width)
+def prepared_step(model, step: str, width: int, batch: int, kv_len: int, compile_step: bool = False):
+    """``(reset, call)``: ``call`` runs ``step`` (ntp, block, refeed) at ``width`` tokens per row, ``batch`` rows and
+    ``kv_len`` cached keys; ``reset`` puts the state back where the first call found it."""
+    block = block_of(step, width)
     mode = "ntp" if step == "ntp" else "sbd"
     vocab, device = model.get_output_embeddings().weight.shape[0], model.device
     forward = CachedForward(model, batch, 2 * (kv_len + 2 * block) + SPAN_STEP)  # room for a power-of-two span
@@ -76,19 +82,35 @@ def time_step(model, step: str, width: int, batch: int, kv_len: int, warmup: int
     saved = {name: value.clone() for name, value in vars(state).items() if torch.is_tensor(value)}
     span = key_span(kv_len + width, forward.max_len, compile_step)
     run = compiled_step(state, forward) if compile_step else state.step
-    times = []
-    for i in range(warmup + repeats):
+
+    def reset():
         for name, value in saved.items():
             getattr(state, name).copy_(value)
-        _synchronize(device)
+
+    def call():
+        run(forward, span, width).tolist()  # the engine's one host read
+
+    return reset, call
+
+
+def block_of(step: str, width: int) -> int:
+    """The block size of a step: 1 (ntp), ``width`` (block) or ``width / 2`` (refeed: the re-fed block plus the new)."""
+    return 1 if step == "ntp" else (width // 2 if step == "refeed" else width)
+
+
+def time_calls(reset, call, device, warmup: int, repeats: int) -> float:
+    """The median milliseconds of ``repeats`` synchronised calls after ``warmup`` untimed ones, each from the state
+    ``reset`` restores (not timed)."""
+    times = []
+    for i in range(warmup + repeats):
+        reset()
+        synchronize(device)
         start = time.perf_counter()
-        run(forward, span, width).tolist()  # the engine's one host read (synchronises)
+        call()
+        synchronize(device)
         if i >= warmup:
             times.append((time.perf_counter() - start) * 1000)
-    times.sort()
-    return {"step": step, "batch": batch, "width": width, "kv_len": kv_len, "block_size": block,
-            "median_ms": statistics.median(times), "p10_ms": times[int(0.1 * (len(times) - 1))],
-            "p90_ms": times[int(round(0.9 * (len(times) - 1)))]}
+    return statistics.median(times)
 
 
 def steps_for(widths, block_sizes) -> list[tuple[str, int]]:
@@ -101,15 +123,17 @@ def steps_for(widths, block_sizes) -> list[tuple[str, int]]:
 
 def run_timing(out: Path, model_dir: Path | None = None, shape: str | None = None, layers: int | None = None,
                device: str = "cpu", dtype: str = "float32", batches=(1,), widths=DEFAULT_WIDTHS, block_sizes=(),
-               kv_lens=(128,), warmup: int = 3, repeats: int = 20, compile_step: bool = False,
-               progress: bool = True, budget_s: float | None = None) -> dict:
-    """Measure every (step, batch, kv_len) and write the time(k) file; returns its contents. With ``budget_s``, no
-    row but the first starts after that many seconds of measuring (a compiled row can take tens of seconds): the file
-    then holds the rows measured so far, in plan order, with ``complete: false`` and the number left ``unmeasured``."""
+               kv_lens=(128,), warmup: int = TimingSettings.warmup, repeats: int = TimingSettings.repeats,
+               compile_step: bool = False, progress: bool = True, budget_s: float | None = None,
+               rounds: int = TimingSettings.rounds, seed: int = TimingSettings.seed) -> dict:
+    """Measure every (step, batch, kv_len) in rounds (module docstring) and write the time(k) file; returns its
+    contents. With ``budget_s``, no measurement but the first starts after that many seconds of measuring (a compiled
+    point can take tens of seconds): the file then holds the rounds measured so far, with ``complete: false`` and the
+    number of measurements left ``unmeasured``."""
     if (model_dir is None) == (shape is None):
         raise UserError("give exactly one of --model CHECKPOINT or --shape NAME")
-    if warmup < 0 or repeats < 1:
-        raise UserError(f"--warmup must be >= 0 and --repeats >= 1, got {warmup} and {repeats}")
+    if warmup < 0 or repeats < 1 or rounds < 1:
+        raise UserError(f"--warmup must be >= 0, --repeats and --rounds >= 1, got {warmup}, {repeats} and {rounds}")
     if budget_s is not None and budget_s <= 0:
         raise UserError(f"--budget-s must be > 0, got {budget_s}")
     with user_input("--dtype"):
@@ -121,25 +145,41 @@ def run_timing(out: Path, model_dir: Path | None = None, shape: str | None = Non
     else:
         model, name, source = random_model(shape, layers, device, torch_dtype, context), shape, "random weights"
     plan = [(step, w, b, n) for step, w in steps_for(widths, block_sizes) for b in batches for n in kv_lens]
-    rows, start = [], time.perf_counter()
-    for i, (step, width, batch, kv_len) in enumerate(plan, 1):
-        if rows and budget_s is not None and time.perf_counter() - start > budget_s:
-            break  # the first row always runs
-        rows.append(time_step(model, step, width, batch, kv_len, warmup, repeats, compile_step))
+    orders = round_orders(plan, rounds, seed)
+    measured: dict[tuple, list[float]] = {point: [] for point in plan}
+    done, start = 0, time.perf_counter()
+    for r, order in enumerate(orders, 1):
+        for point in order:
+            if done and budget_s is not None and time.perf_counter() - start > budget_s:
+                break  # the first measurement always runs
+            reset, call = prepared_step(model, *point, compile_step)
+            measured[point].append(time_calls(reset, call, model.device, warmup, repeats))
+            done += 1
         if progress:
-            print(f"timing {i}/{len(plan)}: {step} width {width} batch {batch} kv {kv_len}: "
-                  f"{rows[-1]['median_ms']:.3f} ms", flush=True)
+            print(f"timing round {r}/{rounds}: {done} of {len(plan) * rounds} measurements", flush=True)
+    rows = [_row(point, times) for point, times in measured.items() if times]
     config = model.config
     result = {"kind": "sbd_timing", "version": 1, "device": device, "device_name": device_name(device),
-              "dtype": dtype, "warmup": warmup, "repeats": repeats, "compiled": compile_step, "engine": "fast",
+              "dtype": dtype, "warmup": warmup, "repeats": repeats, "rounds": rounds, "seed": seed,
+              "compiled": compile_step, "engine": "fast",
               "model": {"name": name, "source": source, "class": type(model).__name__,
                         "shape": {"hidden": config.hidden_size, "layers": config.num_hidden_layers,
                                   "heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads,
                                   "intermediate": config.intermediate_size, "vocab": config.vocab_size}},
-              "threads": torch.get_num_threads(), "complete": len(rows) == len(plan),
-              "unmeasured": len(plan) - len(rows), "rows": rows}
+              "threads": torch.get_num_threads(), "complete": done == len(plan) * rounds,
+              "unmeasured": len(plan) * rounds - done, "rows": rows,
+              "orders": [[list(point) for point in order] for order in orders]}
     write_json_atomic({**result, "provenance": provenance("timing", {"out": str(out)})}, out)
     return result
+
+
+def _row(point: tuple, times: list[float]) -> dict:
+    """A time(k) row: the point, every round's value and their median with its interval over rounds (ms)."""
+    step, width, batch, kv_len = point
+    interval = median_interval(times)
+    return {"step": step, "batch": batch, "width": width, "kv_len": kv_len, "block_size": block_of(step, width),
+            "median_ms": interval.median, "lo_ms": interval.lo, "hi_ms": interval.hi, "level": interval.level,
+            "rounds_ms": times}
 
 
 def device_name(device: str) -> str:

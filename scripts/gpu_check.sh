@@ -2,12 +2,12 @@
 # The GPU check: what a session with a GPU runs first (<= 8 minutes on an H200), each step under a share of one
 # deadline, everything it measures under results/gpu/ with its provenance:
 #   1. tests/test_gpu.py: FlexAttention training with backward, the decoder and the fast engine against the reference
-#   2. time(k) on the 8B shape with random weights: python -m sbd_core timing --shape llama-3.1-8b --budget-s ...
+#   2. time(k) on the 8B shape with random weights: python -m sbd_core timing --shape llama-3.1-8b ... --out timing.json
 #   3. bench_decode on the 8B shape: the engine (compiled) against eager generate, batch 1, NTP and SBD
 #   4. fine-tune tokens/s: benchmarks/bench_train.py --preset llama8b --layers 1 2 (for the paper run's cost)
 #   5. the pilot (config/pilot.yaml) at a short budget: a few optimizer steps per arm, a few GSM8K-schema stand-in
-#      problems written here (no data download), a short timing stage, no likelihood tasks; its model is pilot.yaml's
-#      hub source, or --pilot-model DIR (a local checkpoint folder) on a machine without the hub
+#      problems written here (no data download), short timing and speed stages, no likelihood tasks; its model is
+#      pilot.yaml's hub source, or --pilot-model DIR (a local checkpoint folder) on a machine without the hub
 # Files: provenance.json (command, git commit, versions, device), steps.json (per step: command, exit status, seconds,
 # timed out), <step>.log (stdout and stderr), <step>.json (the step's last-line JSON document, where it prints one),
 # timing.json (the time(k) file), tests.xml (JUnit), pilot/ (the pilot's report and train logs). A failed or timed-out
@@ -120,7 +120,8 @@ config["benchmarks"] = {"gsm8k": {"data": str(root / "test.jsonl"), "limit": 8, 
 config["finetune"].update(max_steps=4, tokens_per_step=8192, batch_size=8, max_length=1024, warmup_steps=1,
                           save_steps=4, logging_steps=1, bf16=not dry)
 config.pop("likelihood", None)  # Table 2's tasks download lm-eval's data sets: not a short check
-config["timing"] = {"widths": [1, 16], "kv_lens": [64, 512], "warmup": 2, "repeats": 5}
+config["timing"] = {"widths": [1, 16], "kv_lens": [64, 512], "warmup": 2, "repeats": 5, "rounds": 3}
+config["speed"] = {"problems": 8, "rounds": 3}  # every run and the A/A control on the 8 problems, 3 rounds
 config["decode"].update(batch_size=8, samplers=[{"solver": "ntp"}, {"solver": "eb", "gamma": 0.1}],
                         restrict={"sbd": ["eb-entropy-g0.1"]})
 (root / "pilot_short.yaml").write_text(yaml.safe_dump(config))

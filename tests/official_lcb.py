@@ -9,7 +9,8 @@ which import those clients, are bypassed; ``datasets`` and ``anthropic`` are stu
 writes one record per case: ``{"chat", "reasoning"}`` (the message lists of ``format_prompt_generation`` for
 ``LMStyle.OpenAIChat`` and ``LMStyle.OpenAIReasonPreview``), ``code`` (``extract_code``), ``results`` and
 ``metadata`` (``run_test``, in a forked process per case as lcb_runner runs it) and ``passed`` (lcb_runner's pass
-rule: every result > 0); and per requested window the question ids ``filter_dataset_by_date`` keeps.
+rule: every result > 0); per requested window the question ids ``filter_dataset_by_date`` keeps; and what
+``compute_scores`` prints for requested ``eval_all.json`` files.
 """
 
 from __future__ import annotations
@@ -53,13 +54,14 @@ def wheel_dir() -> Path:
     return dest
 
 
-def official_results(cases: list[dict], work: Path, timeout: int = 6, windows: list = ()) -> dict:
+def official_results(cases: list[dict], work: Path, timeout: int = 6, windows: list = (), scores: list = ()) -> dict:
     """Run the official code on ``cases`` (each ``{"row", "completion"}``: our fixture rows and answers):
     ``{"cases": [record per case], "windows": [question ids its date filter keeps of the cases' rows, per
-    (start_date, end_date) in windows]}``."""
+    (start_date, end_date) in windows], "scores": [what compute_scores prints, per (eval_all file, start_date,
+    end_date, platform) in scores]}`` (see :func:`_scores`)."""
     root = wheel_dir()
     work.mkdir(parents=True, exist_ok=True)
-    (work / "cases.json").write_text(json.dumps({"cases": cases, "windows": list(windows)}))
+    (work / "cases.json").write_text(json.dumps({"cases": cases, "windows": list(windows), "scores": list(scores)}))
     cmd = [sys.executable, __file__, str(root), str(work / "cases.json"), str(work / "official.json"), str(timeout)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120 + 4 * timeout * len(cases),
                           stdin=subprocess.DEVNULL, cwd=work)
@@ -88,6 +90,29 @@ def _load_official(root: str):
     return CodeGenerationProblem, run_test, LMStyle, format_prompt_generation, extract_code, filter_dataset_by_date
 
 
+def _scores(eval_all: str, start: str | None, end: str | None, platform: str | None) -> dict:
+    """What lcb_runner's ``compute_scores`` prints for an ``eval_all.json`` file and filters: ``{"problems": n,
+    "Pass@1": .., "Easy Pass@1": .., ..., "Pass@5": .., ...}`` (its ``Pass@k = `` lines and ``Pass@1: `` lines)."""
+    import contextlib
+    import io
+    import types
+    import warnings
+
+    from livecodebench.evaluation.compute_scores import compute_scores
+
+    printed = io.StringIO()
+    args = types.SimpleNamespace(eval_all_file=eval_all, start_date=start, end_date=end, platform=platform)
+    with contextlib.redirect_stdout(printed), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the mean of an empty group
+        compute_scores(args)
+    lines = printed.getvalue().splitlines()
+    values = {"problems": int(lines[0])}
+    for line in lines[1:]:
+        name, _, value = line.replace(" = ", ": ").partition(": ")
+        values[name.strip()] = float(value)
+    return values
+
+
 class _Rows(list):
     """What ``filter_dataset_by_date`` needs of a hub Dataset: ``filter``."""
 
@@ -103,8 +128,13 @@ def _graded(run_test, sample: dict, code: str, timeout: int, path: Path) -> dict
     pid = os.fork()
     if pid == 0:
         try:
+            import numpy as np
+
             results, metadata = run_test(sample, test=code, timeout=timeout)
-            record = {"results": [r if isinstance(r, bool) else int(r) for r in results],
+            # evaluate_generations_by_problem: a numpy array result (a returned array compared with ==) is its first
+            # item, a numpy bool a bool
+            results = [r.item(0) if isinstance(r, np.ndarray) else r for r in results]
+            record = {"results": [bool(r) if isinstance(r, (bool, np.bool_)) else int(r) for r in results],
                       "metadata": {k: str(v) for k, v in metadata.items()}}
             with open(path, "w") as handle:
                 json.dump(record, handle)
@@ -130,6 +160,7 @@ def _main(root: str, cases_path: str, out_path: str, timeout: str) -> None:
     given, out = json.loads(Path(cases_path).read_text()), []
     rows = _Rows({r["row"]["question_id"]: r["row"] for r in given["cases"]}.values())
     windows = [[r["question_id"] for r in date_filter(rows, start, end)] for start, end in given["windows"]]
+    scores = [_scores(*request) for request in given["scores"]]
     for index, case in enumerate(given["cases"]):
         problem = problem_class(**case["row"])
         code = extract_code(case["completion"], style.OpenAIChat)
@@ -138,7 +169,7 @@ def _main(root: str, cases_path: str, out_path: str, timeout: str) -> None:
         out.append({"chat": format_prompt(problem, style.OpenAIChat),
                     "reasoning": format_prompt(problem, style.OpenAIReasonPreview), "code": code, **graded,
                     "passed": bool(np.all(np.array(graded["results"]) > 0))})
-    Path(out_path).write_text(json.dumps({"cases": out, "windows": windows}))
+    Path(out_path).write_text(json.dumps({"cases": out, "windows": windows, "scores": scores}))
 
 
 if __name__ == "__main__":

@@ -235,15 +235,22 @@ def test_the_split_setting_chooses_the_problems_and_every_score_names_it(tmp_pat
 
 def test_read_generations(tmp_path):
     path = tmp_path / "g.jsonl"
-    path.write_text('{"id": 0, "completion": "a"}\n{"task_id": "HumanEval/1", "completion": "b"}\n'
-                    '{"id": "0", "completion": "a"}\n')
+    path.write_text('{"id": 0, "completion": "a"}\n{"task_id": "HumanEval/1", "completion": "b"}\n')
     assert read_generations(path) == {"0": "a", "HumanEval/1": "b"}
-    path.write_text('{"id": "0", "completion": "a"}\n{"id": "0", "completion": "c"}\n')
-    with pytest.raises(ValueError, match="g.jsonl:2: id '0' repeats with a different completion"):
+    assert read_generations(path, samples=True) == {"0": ["a"], "HumanEval/1": ["b"]}
+    repeats = ('{"id": "0", "completion": "a"}', '{"id": "0", "completion": "c"}', '{"id": 0, "completions": ["a"]}')
+    for repeat in repeats:
+        path.write_text('{"id": 0, "completion": "a"}\n\n' + repeat + "\n")  # the same line too: each id once
+        with pytest.raises(ValueError, match=r"g.jsonl:3: id '0' repeats \(lines 1 and 3\); each problem has one"):
+            read_generations(path, samples=True)
+    path.write_text('{"id": "0", "completions": ["a", "b"]}\n')
+    assert read_generations(path, samples=True) == {"0": ["a", "b"]}
+    with pytest.raises(ValueError, match="g.jsonl:1: 'completions' .* this one scores one 'completion' per problem"):
         read_generations(path)
-    path.write_text('\n{"id": "0", "text": "a"}\n')
-    with pytest.raises(ValueError, match="g.jsonl:2: a generations record needs an 'id' and a string 'completion'"):
-        read_generations(path)
+    for bad in ('{"id": "0", "completions": []}', '{"id": "0", "completions": ["a", 1]}', '{"id": "0", "text": "a"}'):
+        path.write_text("\n" + bad + "\n")
+        with pytest.raises(ValueError, match="g.jsonl:2: a generations record needs an 'id' and a string 'completion'"):
+            read_generations(path, samples=True)
     path.write_text("\n")
     with pytest.raises(ValueError, match="g.jsonl: no generations"):
         read_generations(path)

@@ -41,7 +41,7 @@ def good(tmp_path_factory):
     generations.write_text("".join(json.dumps({"id": p["sbd_id"], "completion": f"#### {p['answer']}"}) + "\n"
                                    for p in problems))
     score = {"model": "m", "objective": "ntp", "sampler": "ntp", "benchmark": "math", "accuracy": 1.0,
-             "n_problems": 3, "total_nfe": 12, "total_tokens": 12, "wall_time_s": 0.1,
+             "n_problems": 3, "total_nfe": 12, "total_tokens": 12,
              "sampler_spec": {"mode": "ntp", "solver": "ntp", "params": {}, "family": "ntp", "tag": "ntp"}}
     score_file = root / "score.json"
     score_file.write_text(json.dumps(score))
@@ -125,9 +125,10 @@ def data(out, spec):
     return ["data", "--spec", spec, "--out", str(out / "data")]
 
 
-def report(good, out, *scores, paper_table=None, paper_bases=None):
+def report(good, out, *scores, paper_table=None, paper_bases=None, stats=None):
     argv = ["report", "--scores", *map(str, scores or [good["score"]]), "--out", str(out / "report")]
     argv += ["--paper-table", str(paper_table)] if paper_table else []
+    argv += ["--stats", stats] if stats else []
     return argv + (["--paper-bases", paper_bases] if paper_bases else [])
 
 
@@ -241,7 +242,12 @@ CASES = {
     "score/empty-generations": (lambda g, b, o: score(g, o, gens=text_file(b, "gens.jsonl", "")), 1,
                                 ["{bad}/gens.jsonl", "no generations"]),
     "score/duplicate-id": (lambda g, b, o: score(g, o, gens=text_file(b, "gens.jsonl", b"".join(gens_lines(g)) + (
-        gens_lines(g, 1)[0].replace(b"####", b"#### 1")))), 1, ["{bad}/gens.jsonl:4", "repeats"]),
+        gens_lines(g, 1)[0].replace(b"####", b"#### 1")))), 1, ["{bad}/gens.jsonl:4", "repeats (lines 1 and 4)"]),
+    "score/duplicate-line": (lambda g, b, o: score(g, o, gens=text_file(b, "gens.jsonl", b"".join(
+        gens_lines(g) + gens_lines(g, 1)))), 1, ["{bad}/gens.jsonl:4", "repeats (lines 1 and 4)"]),
+    "score/several-samples-for-math": (lambda g, b, o: score(g, o, gens=text_file(b, "gens.jsonl", json.dumps(
+        {"id": g["problems"][0]["sbd_id"], "completions": ["#### 1", "#### 2"]}) + "\n")), 1,
+        ["{bad}/gens.jsonl:1", "'completions' (several samples)", "one 'completion' per problem"]),
     "score/missing-data-file": (lambda g, b, o: score(g, o, data=b / "test.jsonl"), 1, ["{bad}/test.jsonl"]),
     "score/truncated-gzip-data": (lambda g, b, o: score(g, o, data=truncated_gzip(g, b)), 1,
                                   ["{bad}/test.jsonl.gz", "not a complete gzip file"]),
@@ -265,6 +271,10 @@ CASES = {
                                            ["'Llama-3.1 70B'", "no base model of the paper table", "'Qwen-3 8B'"]),
     "report/paper-bases-not-an-object": (lambda g, b, o: report(g, o, paper_bases='"Llama-3.1 8B"'), 2,
                                          ["--paper-bases", "expected a JSON object"]),
+    "report/unknown-stats-key": (lambda g, b, o: report(g, o, stats='{"margin": 2}'), 1,
+                                 ["unknown key(s) ['margin'] in report.stats", "margin_pts"]),
+    "report/margin-out-of-range": (lambda g, b, o: report(g, o, stats='{"margin_pts": 0}'), 1,
+                                   ["report.stats.margin_pts", "(0, 100)", "0"]),
 }
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import collections
 import math
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -63,7 +65,38 @@ def test_anything_else_is_unserialisable(value):
         encode_output(value, inline_limit=1 << 20)
 
 
+@pytest.mark.parametrize("value", [Fraction(-7, 3), Decimal("2.50"), Decimal("-0"), Decimal("NaN"), Decimal("1E+400"),
+                                   np.array([2.5]), np.arange(6, dtype=np.uint8).reshape(2, 3), np.array(True),
+                                   np.array([], dtype=np.complex64), [np.array([1, 2**62]), {Fraction(1, 2): None}]],
+                         ids=repr)
+def test_extended_values_roundtrip_with_their_exact_types(value):
+    back = decode(loads(dumps(encode(value, extended=True))))
+    assert repr(back) == repr(value) and type(back) is type(value)
+    with pytest.raises(Unserialisable):  # without extended (evalplus's scorer): not plain data
+        encode(value)
+
+
+def test_extended_values_compare_as_lcb_runner_compares_them():
+    assert roundtrip_extended(np.array([2.5])) == 2.5 and roundtrip_extended(Fraction(5, 2)) == 2.5
+    assert roundtrip_extended(Decimal(3) / 2) == 1.5
+    with pytest.raises(ValueError):  # the truth value of two comparisons: lcb_runner's runtime error
+        bool(roundtrip_extended(np.array([1, 3])) == [1, 3])
+    for subclass in (type("F", (Fraction,), {})(1, 2), type("D", (Decimal,), {})("1"), np.ma.array([1]),
+                     np.array(["a"]), np.array([object()])):
+        with pytest.raises(Unserialisable):
+            encode(subclass, extended=True)
+
+
+def roundtrip_extended(value):
+    return decode(loads(dumps(encode(value, extended=True))))
+
+
 @pytest.mark.parametrize("text", [
+    '{"$": "fraction", "v": [1, 0]}', '{"$": "fraction", "v": [1.5, 2]}', '{"$": "decimal", "v": "1.2.3"}',
+    '{"$": "ndarray", "dtype": "<i8", "shape": [2], "v": [1]}',
+    '{"$": "ndarray", "dtype": "O", "shape": [1], "v": [1]}',
+    '{"$": "ndarray", "dtype": "<f8", "shape": [-1], "v": []}',
+    '{"$": "ndarray", "dtype": "<f8", "shape": [1], "v": ["a"]}',
     '{"$": "eval", "v": "1"}', '{"$": "tuple", "v": [1], "x": 2}', '{"a": 1}', "NaN", '{"$": "set", "v": [[1]]}',
     '{"$": "dict", "v": [[[1], 2]]}', '{"$": "numpy", "dtype": "O", "v": 1}', '{"$": "bytes", "v": "!!"}',
     '{"$": "float", "v": "1e5"}', '{"$": "int", "v": 5}',

@@ -208,6 +208,52 @@ MEMORY_PROBE = """\
         return x + 1 if len(chunks) * (32 << 20) < (2 << 30) else -1  # stopped well below 2 GiB
     return -1
 """
+# memory outside the address space: 16 anonymous files (memfd) or /dev/shm files of 8 MiB, 128 MiB at most, so a
+# broken bound cannot harm the machine; each returns x + 1 only if it held it all (the attack worked)
+FILL_MEMFD = """\
+    import os
+    held = []
+    for _ in range(16):
+        held.append(os.memfd_create("fill"))
+        for _ in range(8):
+            os.write(held[-1], bytes(1 << 20))
+    return x + 1
+"""
+FILL_SHM = """\
+    import io
+    for n in range(16):
+        with io.open(f"/dev/shm/{marker}-{{n}}", "wb") as handle:
+            for _ in range(8):
+                handle.write(bytes(1 << 20))
+    return x + 1
+"""
+# ... and x + 1 only if it was stopped as it should be: memfd_create and shmget refused (EPERM), /dev/shm full (ENOSPC)
+# at its 16 MiB
+MEMFD_PROBE = """\
+    import ctypes, errno, os
+    try:
+        os.memfd_create("probe")
+        return -1
+    except PermissionError:
+        pass
+    libc = ctypes.CDLL(None, use_errno=True)
+    refused = libc.syscall(319 if os.uname().machine == "x86_64" else 279, b"probe", 0) == -1  # raw memfd_create
+    refused &= ctypes.get_errno() == errno.EPERM
+    refused &= libc.shmget(0, 64 << 20, 0o1600) == -1 and ctypes.get_errno() == errno.EPERM  # IPC_PRIVATE, IPC_CREAT
+    return x + 1 if refused else -1
+"""
+SHM_PROBE = """\
+    import errno, io
+    written = 0
+    try:
+        for n in range(16):
+            with io.open(f"/dev/shm/{marker}-probe-{{n}}", "wb") as handle:
+                for _ in range(8):
+                    written += handle.write(bytes(1 << 20))
+    except OSError as err:
+        return x + 1 if err.errno == errno.ENOSPC and written <= 16 << 20 else -1
+    return -1
+"""
 NETWORK = """\
     import socket, ctypes, struct
     try:
@@ -280,9 +326,11 @@ def hostile(tmp_path_factory):
                                                if not str(p).startswith("/dev/shm")]),
         "write_private": WRITE_PRIVATE.format(marker=MARKER), "unbounded_alloc": UNBOUNDED_ALLOC,
         "memory_probe": MEMORY_PROBE, "network": NETWORK.format(port=server.port), "control": "    return x + 1\n",
+        "fill_memfd": FILL_MEMFD, "memfd_probe": MEMFD_PROBE, "fill_shm": FILL_SHM.format(marker=MARKER),
+        "shm_probe": SHM_PROBE.format(marker=MARKER),
     }
-    if not detect_isolation().jailed:  # these would really delete, write or kill on the host
-        for name in ("kill_the_judge", "delete", "write_host", "write_private"):
+    if not detect_isolation().jailed:  # these would really delete, write, kill or fill /dev/shm on the host
+        for name in ("kill_the_judge", "delete", "write_host", "write_private", "fill_shm", "shm_probe"):
             del samples[name]
     problem_of = {"read_expected": secret_problem, "patched_checks": area_problem}
     problems, completions, task_of = [], {}, {}
@@ -366,6 +414,17 @@ def test_limits_time_and_memory(hostile):
     assert verdicts["infinite_loop"]["base_status"] == "fail"  # evalplus: a per-input timeout is a failure
     assert verdicts["unbounded_alloc"]["base_status"] == "fail"
     assert verdicts["memory_probe"]["passed_plus"], verdicts  # MemoryError came below 2 GiB: the 1 GiB limit holds
+
+
+def test_memory_outside_the_address_space_is_bounded(hostile):
+    """Anonymous files and System V segments are refused; /dev/shm holds 16 MiB (the jail's private tmpfs, emptied
+    after each run: nothing of it on the host)."""
+    result, verdicts, context = hostile
+    assert verdicts["fill_memfd"]["base_status"] == "fail" and verdicts["memfd_probe"]["passed_plus"], verdicts
+    if not sandboxed(result):
+        pytest.skip("no sandbox on this machine: /dev/shm is the host's (the /dev/shm programs were not run)")
+    assert verdicts["fill_shm"]["base_status"] == "fail" and verdicts["shm_probe"]["passed_plus"], verdicts
+    assert [p for p in Path("/dev/shm").iterdir() if p.name.startswith(MARKER)] == []
 
 
 def test_no_network(hostile):

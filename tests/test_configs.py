@@ -2,8 +2,10 @@
 the SLURM profile plans the paper's fine-tunes on several GPU nodes, needs an account and a partition, and keeps the
 downloads on the submitting node."""
 
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -23,13 +25,23 @@ SHIPPED = sorted((ROOT / "config").glob("*.yaml"))
 def snakemake(workdir: Path, *args, env: dict | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
     return subprocess.run(SNAKEMAKE + ["--directory", str(workdir), *args], capture_output=True, text=True,
-                          env=env, timeout=300)
+                          env=env, timeout=300, cwd=workdir)  # relative --configfile paths: as a user in workdir
+
+
+def stand_in_local_models(workdir: Path, config: dict) -> None:
+    """Empty folders where a config's local models live (config/figures.yaml's is the default run's base model): the
+    workflow checks they exist before it plans anything."""
+    for model in config.get("models", {}).values():
+        if model["source"] == "local":
+            (workdir / model["path"]).mkdir(parents=True, exist_ok=True)
 
 
 def planned(workdir: Path, *args) -> dict[str, set[str]]:
     """Each wildcard's values over all jobs of a dry run in ``workdir``, which holds a copy of config/ as a user's
     checkout does (so a default config that merged into --configfile would show up here)."""
     shutil.copytree(ROOT / "config", workdir / "config")
+    for path in sorted((workdir / "config").glob("*.yaml")):
+        stand_in_local_models(workdir, yaml.safe_load(path.read_text()))
     out = snakemake(workdir, "-n", "-p", *args)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     values: dict[str, set[str]] = {}
@@ -55,10 +67,35 @@ def expected(config: dict) -> dict[str, set[str]]:
     return {**planned, "likelihood_task": likelihood, "likelihood_job": jobs}  # every trained arm on every task
 
 
+def stacked(base: dict, extra: dict) -> dict:
+    """``extra`` merged into ``base`` key by key, as Snakemake merges several --configfile files."""
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = stacked(base.get(key, {}), value) if isinstance(value, dict) else value
+    return out
+
+
+def shipped(path: Path) -> tuple[list[str], dict]:
+    """The --configfile arguments of a shipped config and the config they give: a whole config alone, a partial one
+    (no ``run``: config/seeds.yaml) stacked on the default, as its comment says to run it."""
+    config = yaml.safe_load(path.read_text())
+    if "run" in config:
+        return ["--configfile", str(path)], config
+    default = ROOT / "config" / "config.yaml"
+    return ["--configfile", str(default), str(path)], stacked(yaml.safe_load(default.read_text()), config)
+
+
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
 def test_dry_run_plans_only_what_the_config_says(tmp_path, path):
-    config = yaml.safe_load(path.read_text())
-    assert planned(tmp_path, "--configfile", str(path)) == expected(config)
+    args, config = shipped(path)
+    assert planned(tmp_path, *args) == expected(config)
+
+
+def test_the_seeds_config_trains_three_seeds_per_arm():
+    _, config = shipped(ROOT / "config" / "seeds.yaml")
+    assert sorted(trained_arms(plan_arms(config["finetune"]))) == ["ntp", "ntp-s1", "ntp-s2", "sbd", "sbd-s1",
+                                                                   "sbd-s2"]
+    assert config["run"] == "embedded"  # seed 0 is the default run's own
 
 
 def test_default_run_uses_config_yaml(tmp_path):
@@ -113,6 +150,61 @@ def test_the_ablation_arm_gets_its_likelihood_jobs(tmp_path):
             for task in ("math_mc", "code_mc")} == values["likelihood_job"]
 
 
+# ------------------------------------------------------------------------------------------------ config mistakes
+def error_lines(out: subprocess.CompletedProcess) -> list[str]:
+    """What a failed run printed, without Snakemake's note on the profile it found."""
+    return [line for line in (out.stdout + out.stderr).splitlines()
+            if line.strip() and not line.startswith("Using workflow specific profile")]
+
+
+def readme_stacking_example() -> str:
+    """The override file of the README's "stack a config" example (``echo '...' > my.yaml``)."""
+    return re.search(r"echo '([^']*)' > my\.yaml", (ROOT / "README.md").read_text()).group(1)
+
+
+def test_a_partial_configfile_alone_says_how_to_stack_it(tmp_path):
+    (tmp_path / "my.yaml").write_text(readme_stacking_example())
+    out = snakemake(tmp_path, "-n", "--configfile", "my.yaml")
+    assert out.returncode != 0 and error_lines(out) == [
+        "config error: my.yaml lacks run, data, benchmarks, models, finetune: a --configfile replaces "
+        "config/config.yaml; to change a few keys of the default, stack your file on it: snakemake --configfile "
+        "config/config.yaml my.yaml"]
+
+
+def test_a_stacked_configfile_changes_only_its_keys(tmp_path):
+    """The README's example: the default with decode.block_size 8 on top, every other setting (the samplers, the
+    decode batch) the default's."""
+    shutil.copytree(ROOT / "config", tmp_path / "config")
+    (tmp_path / "my.yaml").write_text(readme_stacking_example())
+    out = snakemake(tmp_path, "-n", "-p", "--configfile", "config/config.yaml", "my.yaml")
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    default = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    decodes = [j["command"] for j in jobs(out.stdout) if j["rule"] == "decode"]
+    tags = {re.search(r"/generations/[^/]+/[^/]+/([^/]+)/", command).group(1) for command in decodes}
+    assert tags == set(expand_samplers(default["decode"]["samplers"]))
+    for command in decodes:
+        spec = json.loads(re.search(r"--decode-spec '([^']*)'", command).group(1))
+        assert spec["block_size"] == 8 and spec["batch_size"] == default["decode"]["batch_size"]
+        assert "results/embedded/" in command
+
+
+def test_figures_config_before_the_default_names_the_run_to_do_first(tmp_path):
+    shutil.copytree(ROOT / "config", tmp_path / "config")
+    out = snakemake(tmp_path, "-n", "--configfile", "config/figures.yaml")
+    assert out.returncode != 0 and error_lines(out) == [
+        "config error: models.tiny-llama.path: results/embedded/models/tiny-llama/base does not exist yet: it is made "
+        "by the run 'embedded' (config/config.yaml); run that first: snakemake --cores all --configfile "
+        "config/config.yaml"]
+    assert not (tmp_path / "results").exists()
+
+
+def test_use_conda_is_refused_in_one_line(tmp_path):
+    out = snakemake(tmp_path, "-n", "--use-conda", "--configfile", str(ROOT / "tests" / "smoke.yaml"))
+    assert out.returncode != 0 and error_lines(out) == [
+        "config error: --use-conda is not supported: run snakemake from the environment of scripts/setup.sh or of "
+        "`conda env create -f environment.yml` (docs/install.md)"]
+
+
 def test_workflow_lints_clean(tmp_path):
     out = snakemake(tmp_path, "--lint")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -136,7 +228,7 @@ def test_schema_holds_no_defaults():
 
 
 # ------------------------------------------------------------------------------------------------ SLURM profile
-SLURM = ["--profile", str(ROOT / "workflow" / "profiles" / "slurm")]
+SLURM = ["--profile", str(ROOT / "profiles" / "slurm")]
 SITE = {"SBD_SLURM_ACCOUNT": "proj42", "SBD_SLURM_PARTITION": "gpu-h100"}
 
 
@@ -147,7 +239,7 @@ def jobs(dry_run: str) -> list[dict]:
         fields = dict(re.findall(r"^    (\w+): (.*)$", m.group(2), re.M))
         resources = dict(pair.split("=", 1) for pair in fields.get("resources", "").split(", ") if "=" in pair)
         found.append({"rule": m.group(1), "resources": resources, "command": m.group(3) or "",
-                      "threads": int(fields.get("threads", 1))})
+                      "threads": int(fields.get("threads", 1)), "input": fields.get("input", "").split(", ")})
     return found
 
 
@@ -203,8 +295,9 @@ def test_downloads_run_on_the_submitting_node(tmp_path):
 def test_timing_stage_measures_each_model_once_and_feeds_the_report(tmp_path, path):
     """One time(k) job per model (its SBD arm's checkpoint, the decode block size and its batch sizes), on the whole
     machine like a decode job, and the report reads every time(k) file."""
-    config = yaml.safe_load(path.read_text())
-    out = snakemake(tmp_path, "-n", "-p", "--configfile", str(path), "--cores", "2")
+    args, config = shipped(path)
+    stand_in_local_models(tmp_path, config)
+    out = snakemake(tmp_path, "-n", "-p", *args, "--cores", "2")
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     planned_jobs = jobs(out.stdout)
     timing = [j["command"] for j in planned_jobs if j["rule"] == "timing"]
@@ -219,16 +312,49 @@ def test_timing_stage_measures_each_model_once_and_feeds_the_report(tmp_path, pa
         assert f"/timing/{model}.json" in report
 
 
-@pytest.mark.parametrize("decode_threads, cores, torch_threads", [(1, 1, 1), (None, 2, 2)])
-def test_decode_threads_set_the_cores_and_threads_of_timed_jobs(tmp_path, decode_threads, cores, torch_threads):
-    """runtime.decode_threads: a decode or timing job claims that many cores and runs that many threads; null: every
-    core of the run (it runs alone) with runtime.threads threads."""
+@pytest.mark.parametrize("decode_threads, cores, torch_threads", [(1, 1, 1), (None, 3, 2)])
+def test_decode_threads_set_the_cores_of_decodes_and_timed_jobs_claim_the_machine(tmp_path, decode_threads, cores,
+                                                                                 torch_threads):
+    """runtime.decode_threads: a decode job claims that many cores and runs that many threads; null: every core of the
+    run with runtime.threads threads. The timed jobs (speed, timing) claim every core whatever it says."""
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     config["runtime"]["decode_threads"] = decode_threads
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
+    out = snakemake(tmp_path, "-n", "-p", "--configfile", str(path), "--cores", "3")
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    planned_jobs = jobs(out.stdout)
+    decodes = [j for j in planned_jobs if j["rule"] == "decode"]
+    assert decodes and all(j["threads"] == cores for j in decodes)
+    assert all(f"--threads {torch_threads} " in j["command"] for j in decodes)
+    timed = [j for j in planned_jobs if j["rule"] in ("speed", "timing")]
+    assert len(timed) == 3 and all(j["threads"] == 3 and "--threads 2 " in j["command"] for j in timed)
+
+
+def test_one_speed_job_per_model_and_benchmark_times_every_decode_run_after_it(tmp_path):
+    """The speed stage: one job per (model, benchmark), whose inputs are every arm's model and every decode run's
+    generations of that model and benchmark (seeds included), with those runs in its --rows; the report reads it."""
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["finetune"]["seeds"] = [0, 1]
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
     out = snakemake(tmp_path, "-n", "-p", "--configfile", str(path), "--cores", "2")
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    timed = [j for j in jobs(out.stdout) if j["rule"] in ("decode", "timing")]
-    assert timed and all(j["threads"] == cores for j in timed)
-    assert all(f"--threads {torch_threads} " in j["command"] for j in timed)
+    planned_jobs = jobs(out.stdout)
+    speed = {re.search(r"--out \S+/speed/(\S+)\.json", j["command"]).group(1): j for j in planned_jobs
+             if j["rule"] == "speed"}
+    assert sorted(speed) == sorted(f"{m}/{b}" for m in config["models"] for b in config["benchmarks"])
+    decodes = [j for j in planned_jobs if j["rule"] == "decode"]
+    for name, job in speed.items():
+        model, bench = name.split("/")
+        outs = [re.search(r"--out (\S+)", d["command"]).group(1) for d in decodes]
+        generations = sorted(o for o in outs if f"/generations/{model}/" in o and o.endswith(f"/{bench}.jsonl"))
+        assert len(generations) == len(decodes) // len(config["benchmarks"])  # every decode run of the benchmark
+        assert sorted(i for i in job["input"] if i.endswith(".jsonl") and "/generations/" in i) == generations
+        arms = {f"results/embedded/models/{model}/{arm}" for arm in ("ntp", "sbd", "ntp-s1", "sbd-s1")}
+        assert arms <= set(job["input"])
+        rows = json.loads(shlex.split(job["command"].split("--rows ", 1)[1])[0])
+        assert sorted(r["generations"] for r in rows) == generations
+        assert {(r["arm"], r["train_seed"]) for r in rows} == {("ntp", 0), ("sbd", 0), ("ntp-s1", 1), ("sbd-s1", 1)}
+    report = next(j["command"] for j in planned_jobs if j["rule"] == "report")
+    assert all(f"/speed/{name}.json" in report for name in speed)

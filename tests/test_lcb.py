@@ -3,6 +3,7 @@ pickle, a zlib bomb), the settings, lcb_runner's prompt and code extraction (the
 
 import hashlib
 import json
+import math
 import os
 import pickle
 import zlib
@@ -13,7 +14,10 @@ from conftest import char_tokenizer
 from lcb_fixtures import REFERENCE, ROWS, bomb_row, call, encode_private, fenced, hostile_row, row, stdin, write_shards
 from sbd_core.benchmarks import ID_KEY, THINKING_ON, get_benchmark
 from sbd_core.benchmarks.chat import render_chat
-from sbd_core.benchmarks.lcbv6 import RELEASES, SHARD_SHA256, SYSTEM_MESSAGE, extract_code, question_prompt
+from sbd_core.benchmarks.lcbv6 import (RELEASES, SHARD_SHA256, SYSTEM_MESSAGE, extraction_effect, extract_code,
+                                      question_prompt)
+from sbd_core.benchmarks.lcb_results import flat_metrics, pass_at_k, window_rates
+from sbd_core.evaluation.code.lcb_child import PRELUDE, as_function
 from sbd_core.evaluation.code.lcb_tests import LcbDataError, inflate, load_tests, pickled_string
 from sbd_core.evaluation.limits import LCB_MAX_TESTS_BYTES
 from test_benchmarks import CHAT_TEMPLATE
@@ -175,13 +179,62 @@ def test_prompt_is_lcb_runners_in_the_chat_template():
         {"role": "system", "content": SYSTEM_MESSAGE}, {"role": "user", "content": question_prompt(stdin_row)}]
 
 
-def test_code_is_the_last_fenced_block_after_the_thinking():
+def test_code_is_lcb_runners_last_fenced_block_of_the_raw_output():
     program = REFERENCE["abc301_a"]
     assert extract_code(fenced(program)) == program.rstrip()
     decoy = "```python\nprint('decoy')\n```"
     assert extract_code(fenced(program, thinking=f"First try:\n{decoy}")) == program.rstrip()
     two = f"Slow version:\n```python\nprint(0)\n```\nFaster:\n```python\nprint(1)\n```\n"
     assert extract_code(two) == "print(1)"
-    assert extract_code(f"<think>\n{decoy}\nstill thinking") is None  # the thinking never ended
+    assert extract_code(f"<think>\n{decoy}\nstill thinking") == "print('decoy')"  # the thinking never ended
+    assert extract_code(f"<think>\n{decoy}\n</think>\nNo code after all.") == "print('decoy')"
     assert extract_code("print(1)") is None and extract_code("```python\nprint(1)") is None  # no (closed) fence
     assert extract_code("```\n```") is None and extract_code("```python\n  \n```") is None  # an empty block
+
+
+def test_the_score_counts_the_problems_the_thinking_rule_would_change():
+    decoy = "```python\nprint('decoy')\n```"
+    outputs = {"a": [fenced("print(1)", thinking=decoy)], "b": [f"<think>\n{decoy}\nstill"],
+               "c": [f"<think>\n{decoy}\n</think>\nNo code.", "```python\nprint(2)\n```"]}
+    programs = {qid: [extract_code(text) for text in texts] for qid, texts in outputs.items()}
+    assert programs == {"a": ["print(1)"], "b": ["print('decoy')"], "c": ["print('decoy')", "print(2)"]}
+    effect = extraction_effect(outputs, programs)
+    assert effect["problems_with_another_program_after_thinking"] == 2 and effect["ids"] == ["b", "c"]
+    assert effect["samples_with_unclosed_thinking"] == 1
+
+
+# ------------------------------------------------------------------------------------------------ results, harness
+def test_pass_at_k_is_the_unbiased_estimator():
+    assert pass_at_k(5, 2, 1) == pytest.approx(0.4) and pass_at_k(5, 2, 2) == pytest.approx(1 - 3 / 10)  # C(3,2)/C(5,2)
+    assert pass_at_k(5, 0, 3) == 0.0 and pass_at_k(5, 5, 5) == 1.0 and pass_at_k(10, 8, 3) == 1.0  # n - c < k
+    assert pass_at_k(200, 17, 10) == pytest.approx(1 - math.comb(183, 10) / math.comb(200, 10), abs=1e-12)
+
+
+def test_windows_are_compute_scores_date_filters_per_difficulty_and_platform():
+    """start <= contest_date <= end, the dates at midnight: the end day counts only at 00:00."""
+    problems = [{"question_id": str(i), "contest_date": f"{day}T{hour}:00:00", "difficulty": level, "platform": site}
+                for i, (day, hour, level, site) in enumerate([
+                    ("2024-07-31", "23", "easy", "atcoder"), ("2024-08-01", "00", "easy", "leetcode"),
+                    ("2025-02-01", "12", "hard", "codeforces"), ("2025-05-01", "00", "medium", "leetcode"),
+                    ("2025-05-01", "23", "hard", "atcoder")])]
+    graded = {"0": [True], "1": [False], "2": [True], "3": [True], "4": [False]}
+    whole, recent, year = window_rates(problems, graded, "release_v6", [1])
+    assert (whole["window"], whole["problems"], whole["pass@1"]) == ("release_v6", 5, 0.6)
+    assert (recent["window"], recent["problems"], recent["pass@1"]) == ("2025-02-01..2025-05-01", 2, 1.0)
+    assert (year["problems"], year["pass@1"]) == (3, pytest.approx(2 / 3))
+    assert whole["difficulty"]["hard"] == {"problems": 2, "pass@1": 0.5}
+    assert recent["platform"]["atcoder"] == {"problems": 0, "pass@1": None}
+    metrics = flat_metrics([whole, recent, year], [1])
+    assert metrics["pass@1_2025-02-01..2025-05-01"] == 1.0 and metrics["pass@1_leetcode"] == 0.5
+
+
+@pytest.mark.parametrize("program, body", [
+    ("import sys\nx = 1\nprint(x)\n", "import sys\ndef wrapped_function():\n    x = 1\n    print(x)"),
+    ("def main():\n    print(1)\nif __name__ == '__main__':\n    main()\n",
+     "\ndef wrapped_function():\n\n    def main():\n        print(1)\n    main()"),
+    ("def main():\n    pass\nif '__main__' == __name__:\n    main()\n",  # only lcb_runner's exact test is unwrapped
+     "\ndef wrapped_function():\n\n    def main():\n        pass\n    if '__main__' == __name__:\n        main()"),
+])
+def test_a_stdin_program_becomes_lcb_runners_function_body(program, body):
+    assert as_function(program) == PRELUDE + "\n" + body
+    assert as_function("print(") == "print("  # does not parse: unchanged (it then fails to load)

@@ -153,6 +153,7 @@ def test_code_questions_are_the_right_body_against_wrong_programs(code_docs):
     for doc in code_docs:
         problem = problems[doc["sbd_id"]]
         assert doc["context"] == problem["prompt"] and problem["canonical_solution"] not in doc["context"]
+        assert doc["cluster"] == problem["entry_point"]  # the family, for the report's intervals
         assert doc["choices"][doc["gold"]] == problem["canonical_solution"] and len(set(doc["choices"])) == 4
         right = multiple_choice._outputs(problem, problem["canonical_solution"])
         for kind, choice in zip(doc["kinds"], doc["choices"]):
@@ -232,6 +233,7 @@ def test_the_embedded_analogue_through_the_same_stage(checkpoint, tmp_path):
     per_doc = score["per_doc"]["sbd_synth_code_mc"]
     assert score["n"] == 12 and [d["target"] for d in per_doc] == [d["gold"] for d in docs]
     assert score["accuracy"] == pytest.approx(np.mean([d["acc"] for d in per_doc]))
+    assert [d["cluster"] for d in per_doc] == [d["cluster"] for d in docs]  # each question's problem family
     assert score["data"] == {"generator": "sbd_core.likelihood.multiple_choice.code_docs", "problems": 12, "seed": 0}
 
 

@@ -206,7 +206,7 @@ def test_decode_stage_with_peers(tmp_path):
     model_dir = checkpoint.save(model, tok, tmp_path / "model")
     settings = {"limit": 3, "max_new_tokens": 6}
     test_file = pipeline.run_benchmark("math", settings, tmp_path / "bench")
-    decode = {"batch_size": 2, "latency_problems": 2}
+    decode = {"batch_size": 2}
     for spec, batch in ((HF, 2), (LOOKUP, 1)):
         out = tmp_path / spec["tag"] / "math.jsonl"
         pipeline.run_decode(model_dir, "math", settings, test_file, {"solver": spec["solver"]}, decode, out)
@@ -214,9 +214,6 @@ def test_decode_stage_with_peers(tmp_path):
         assert len(records) == 3 and all(1 <= r["nfe"] <= r["num_tokens"] <= 6 for r in records)
         record = json.loads(out.with_name("math.jsonl.provenance.json").read_text())["settings"]
         assert record["sampler_spec"] == spec and record["batch_size"] == batch
-        assert record["latency"]["batch_size"] == 1 and record["latency"]["problems"] == 2
-        if batch == 1:  # the same decodes as the stored ones (at batch 2 a near-tie could flip: not compared)
-            assert record["latency"]["nfe"] == sum(r["nfe"] for r in records[:2])
     score = pipeline.run_score("math", out, tmp_path / "score.json", data=test_file)  # prompt lookup's
     assert (score["batch_size"], score["sampler_spec"]["mode"]) == (1, "hf")
     assert score["total_blocks"] == score["total_tokens"]  # one token per block: the peers decode no blocks

@@ -20,11 +20,13 @@ from sbd_core.report import (
     build_report, png_size, summarize, table1, write_report,
 )
 from sbd_core.samplers import sampler_spec
+from speed_fixtures import speed_doc, write_speed
 
 REPO = Path(__file__).resolve().parents[1]
 
 MODEL = "tiny"
-# (objective, sampler, solver, params, {benchmark: (accuracy, total_nfe, wall_time_s)}); total_tokens is 1000 everywhere.
+# (objective, sampler, solver, params, {benchmark: (accuracy, total_nfe, wall seconds)}); total_tokens is 1000 everywhere;
+# the wall seconds are the speed stage's (speed_docs), the same in every round.
 RUNS = [
     ("ntp", "ntp", "ntp", {}, {"math": (0.80, 1000, 10.0), "code": (0.50, 800, 8.0)}),
     ("sbd", "ntp", "ntp", {}, {"math": (0.81, 1000, 10.0), "code": (0.52, 800, 8.0)}),
@@ -36,14 +38,14 @@ RUNS = [
 ]
 
 
-def score_dict(objective, sampler, solver, params, benchmark, acc, nfe, wall=1.5, model=MODEL, departures=None) -> dict:
+def score_dict(objective, sampler, solver, params, benchmark, acc, nfe, model=MODEL, departures=None) -> dict:
     """One score record following the score stage's schema."""
     spec = sampler_spec(solver, **params)
     assert spec["tag"] == sampler, (spec["tag"], sampler)
     return {
         "model": model, "objective": objective, "sampler": sampler, "benchmark": benchmark, "accuracy": acc,
         "metrics": {"exact_match": acc}, "n": 10, "n_problems": 10, "total_nfe": nfe, "total_tokens": 1000,
-        "mean_tokens_per_forward": 1000 / nfe, "wall_time_s": wall, "sampler_spec": spec, "block_size": 16,
+        "mean_tokens_per_forward": 1000 / nfe, "sampler_spec": spec, "block_size": 16,
         "batch_size": 8, "recipe": {"objective": objective, "departures": departures or {}},
         "provenance": {"git": "x"},
     }
@@ -53,12 +55,23 @@ def write_scores(root: Path, runs=RUNS, model=MODEL) -> list[Path]:
     """Write one JSON file per (run, benchmark) under root; return the paths."""
     paths = []
     for objective, sampler, solver, params, benches in runs:
-        for bench, (acc, nfe, wall) in benches.items():
+        for bench, (acc, nfe, _) in benches.items():
             path = root / "scores" / f"{model}_{objective}_{sampler}_{bench}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(score_dict(objective, sampler, solver, params, bench, acc, nfe, wall, model)))
+            path.write_text(json.dumps(score_dict(objective, sampler, solver, params, bench, acc, nfe, model)))
             paths.append(path)
     return paths
+
+
+def speed_docs(runs=RUNS, model=MODEL) -> list[dict]:
+    """The speed stage's files of ``runs`` (one per benchmark): each run decodes in its wall seconds, every round."""
+    specs = {sampler: sampler_spec(solver, **params) for _, sampler, solver, params, _ in runs}
+    return [speed_doc(model, bench, {(o, s): benches[bench][2] for o, s, _, _, benches in runs if bench in benches},
+                      specs) for bench in sorted({b for *_, benches in runs for b in benches})]
+
+
+def write_speeds(root: Path, runs=RUNS, model=MODEL) -> list[Path]:
+    return [write_speed(root, doc) for doc in speed_docs(runs, model)]
 
 
 @pytest.fixture()
@@ -68,7 +81,7 @@ def score_paths(tmp_path):
 
 @pytest.fixture()
 def summary(score_paths):
-    return summarize(load_scores(score_paths))
+    return summarize(load_scores(score_paths), speed_docs())
 
 
 def row(df, sampler, benchmark, objective="sbd"):
@@ -85,7 +98,7 @@ def test_load_scores_one_row_per_file(score_paths):
 
 def test_summary_speedups_families_and_parameter_columns(summary):
     expected_cols = {"model", "objective", "sampler", "family", "benchmark", "accuracy", "nfe_speedup", "wall_speedup",
-                     "tokens_per_forward", "mean_nfe", "wall_time_s", "n_problems", "gamma", "threshold", "proxy"}
+                     "tokens_per_forward", "mean_nfe", "latency_speedup", "n_problems", "gamma", "threshold", "proxy"}
     assert expected_cols <= set(summary.columns) and "solver_params" not in summary.columns
     assert len(summary) == 12
     assert row(summary, "ntp", "math", "ntp")["nfe_speedup"] == 1.0 == row(summary, "ntp", "math", "ntp")["wall_speedup"]
@@ -109,18 +122,20 @@ def test_table1_format_mean_and_order(summary):
                                   "conf-thr-0.9"]
     assert list(t["objective"]) == ["ntp"] + ["sbd"] * 5
     ntp = t.iloc[0]
-    assert ntp["math"] == "80.0 (1.00x, wall 1.00x)" and ntp["code"] == "50.0 (1.00x, wall 1.00x)"
+    assert ntp["math"] == "80.0 (1.00x, wall 1.00x [1.00, 1.00])"
+    assert ntp["code"] == "50.0 (1.00x, wall 1.00x [1.00, 1.00])"
     assert ntp["mean NFE speedup"] == 1.0
     g04 = t[t["sampler"] == "eb-entropy-g0.4"].iloc[0]
-    assert g04["math"] == "75.0 (4.00x, wall 5.00x)" and g04["code"] == "45.0 (2.50x, wall 2.00x)"
+    assert g04["math"] == "75.0 (4.00x, wall 5.00x [5.00, 5.00])"
+    assert g04["code"] == "45.0 (2.50x, wall 2.00x [2.00, 2.00])"
     assert g04["mean NFE speedup"] == pytest.approx((4.0 + 2.5) / 2)
-    assert g04["mean wall speedup"] == pytest.approx((5.0 + 2.0) / 2)
+    assert "mean wall speedup" not in t.columns  # wall speedups are per benchmark, each with its interval
     assert list(t.columns[-2:]) == ["math", "code"]  # the registry's order
 
 
 def test_write_report_files(score_paths, tmp_path):
     out = tmp_path / "report"
-    written = write_report(score_paths, out)
+    written = write_report(score_paths, out, speed_paths=write_speeds(tmp_path))
     names = {p.name for p in written}
     expected = {"summary.csv", "table1.csv", "table1.md", "table1.tex", "paper_table1.md", "paper_table1.tex",
                 "speedup_math.png", "speedup_math.pdf", "speedup_code.png", "speedup_code.pdf", "report.md",
@@ -139,7 +154,7 @@ def test_write_report_files(score_paths, tmp_path):
     assert r"\begin{tabular}" in tex and r"confidence\_threshold" in tex and r"mean NFE speedup" in tex
     assert re.search(r"(?<!\\)[_%]", tex.split("\n", 1)[1]) is None  # no unescaped _ or % after the comment line
     md = (out / "report.md").read_text()
-    assert "not comparable" in md and "speedup_math.png" in md and "75.0 (4.00x, wall 5.00x)" in md
+    assert "not comparable" in md and "speedup_math.png" in md and "75.0 (4.00x, wall 5.00x [5.00, 5.00])" in md
     assert "Wall speedup" in md and "tiny / sbd: none" in md
     assert "90.1 (2.77x)" in (out / "paper_table1.md").read_text()
 
@@ -153,7 +168,7 @@ PEER_RUNS = [  # the training-free peers on the NTP arm: HF generate (the NTP ar
 def test_peers_are_rows_of_the_ntp_arm_named_in_words(tmp_path):
     from sbd_core.report.figures import _new_axes, _plot_families, _plot_reference_points
 
-    summary = summarize(load_scores(write_scores(tmp_path, RUNS + PEER_RUNS)))
+    summary = summarize(load_scores(write_scores(tmp_path, RUNS + PEER_RUNS)), speed_docs(RUNS + PEER_RUNS))
     lookup, hf = row(summary, "prompt-lookup-10", "math", "ntp"), row(summary, "hf-generate", "code", "ntp")
     assert (lookup["label"], lookup["mode"], lookup["family"], lookup["tokens"]) == (
         "NTP / prompt lookup (10)", "hf", "prompt-lookup", 10)
@@ -165,22 +180,25 @@ def test_peers_are_rows_of_the_ntp_arm_named_in_words(tmp_path):
     t = table1(summary)
     assert list(t["sampler"][:4]) == ["ntp", "hf-generate", "prompt-lookup-10", "ntp"]  # the NTP arm, then SBD's
     assert list(t["label"][:4]) == ["NTP / NTP", "NTP / HF generate", "NTP / prompt lookup (10)", "SBD / NTP"]
-    assert t.iloc[2]["math"] == "80.0 (1.60x, wall 0.50x)"
+    assert t.iloc[2]["math"] == "80.0 (1.60x, wall 0.50x [0.50, 0.50])"
     fig, ax = _new_axes()  # the speedup figure: the peers are points of their own, not a solver curve
     _plot_families(ax, summary[summary["benchmark"] == "math"], "", "os")
     _plot_reference_points(ax, summary[summary["benchmark"] == "math"], "")
     labels = ax.get_legend_handles_labels()[1]
     assert {"NTP / HF generate", "NTP / prompt lookup (10)"} <= set(labels)
     assert not [label for label in labels if label.startswith("ntp model")]
-    md = build_report(write_scores(tmp_path, RUNS + PEER_RUNS), paper_table=None)["report.md"].decode()
+    md = build_report(write_scores(tmp_path, RUNS + PEER_RUNS), paper_table=None,
+                      speed_paths=write_speeds(tmp_path, RUNS + PEER_RUNS))["report.md"].decode()
     assert "NTP / prompt lookup (10)" in md and "**Peers**" in md
     section = md.split("## Peers: what SBD buys over a free speedup\n")[1].split("\n## ")[0]
     math_rows = [line for line in section.splitlines() if line.startswith(f"| {MODEL} | math |")]
     runs = [line.split(" | ")[2] for line in math_rows]
     assert runs[:3] == ["NTP / NTP", "NTP / HF generate", "NTP / prompt lookup (10)"]  # then the block decoders
     assert runs[3:] and all(label.startswith("SBD / ") for label in runs[3:]) and "SBD / NTP" not in runs
-    # accuracy, tokens per forward, NFE x, wall x (batch), latency x (no latency run), tokens/s (1000 tokens in 20 s)
-    assert math_rows[2].endswith("| NTP / prompt lookup (10) | 80.0 | 1.60 | 1.60x | 0.50x (8) | - | 50 |")
+    # accuracy, tokens per forward, NFE x, wall x (batch), latency x (batch 1), tokens/s (the speed stage's 100 tokens
+    # in 20 s)
+    assert math_rows[2].endswith("| NTP / prompt lookup (10) | 80.0 | 1.60 | 1.60x | 0.50x (8) | 0.50x | 5 |")
+    assert "**A/A control**" in section
     plain = build_report(write_scores(tmp_path / "plain", RUNS), paper_table=None)["report.md"].decode()
     assert "## Peers" not in plain  # no peer decoded: no section
 
@@ -237,7 +255,7 @@ def test_paper_comparison_cell_by_cell(tmp_path):
     assert low_lcb["nfe_speedup"] == pytest.approx(4.0) and low_lcb["delta_speedup"] == pytest.approx(4.0 - 3.72)
     assert long[long["benchmark"] == "lcbv6"]["accuracy_pct"].notna().all()  # every LCB cell filled
     table = pd.read_csv(io.BytesIO(files["table1.csv"]))
-    assert "lcbv6" in table.columns and table.loc[0, "lcbv6"] == "31.5 (1.00x, wall 1.00x)"
+    assert "lcbv6" in table.columns and table.loc[0, "lcbv6"] == "31.5 (1.00x, wall n/a)"  # no speed stage
     ntp = long[(long["loss"] == "NTP") & (long["benchmark"] == "gsm8k")].iloc[0]
     assert ntp["paper_speedup"] == 1.0 and ntp["delta_pts"] == pytest.approx(85.0 - 85.3)
     md = files["report.md"].decode()

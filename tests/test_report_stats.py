@@ -5,6 +5,7 @@ import io
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
@@ -15,25 +16,26 @@ from sbd_core.report.curves import _panel
 from sbd_core.report.plan import planned_figures
 from sbd_core.report.differences import differences
 from sbd_core.report.seeds import seed_means
-from sbd_core.report.stats import wilson_interval
+from sbd_core.report.stats import design_effect, wilson_interval
+from sbd_core.report.verdicts import PairedTable, paired_comparison
 from sbd_core.samplers import sampler_spec
 
 
 def scored(root: Path, objective, solver, params, verdicts, nfe, seed=0, steps=100, benchmark="math",
            ids=None) -> Path:
-    """A score file with ``per_problem`` verdicts (one NFE value per problem, 0.1 s of wall time each)."""
+    """A score file with ``per_problem`` verdicts (one NFE value per problem)."""
     tag = sampler_spec(solver, **params)["tag"]
     ids = ids or [f"{benchmark}/{i}" for i in range(len(verdicts))]
-    data = score_dict(objective, tag, solver, params, benchmark, sum(verdicts) / len(verdicts), nfe * len(verdicts),
-                      wall=0.1 * len(verdicts))
+    data = score_dict(objective, tag, solver, params, benchmark, sum(verdicts) / len(verdicts), nfe * len(verdicts))
     data.update(n_problems=len(verdicts), train_seed=seed, train_steps=steps,
-                per_problem={i: {"correct": bool(v), "nfe": nfe, "wall_time_s": 0.1} for i, v in zip(ids, verdicts)})
+                per_problem={i: {"correct": bool(v), "nfe": nfe} for i, v in zip(ids, verdicts)})
     path = root / f"{objective}_{tag}_{benchmark}_s{seed}_{steps}.json"
     path.write_text(json.dumps(data))
     return path
 
 
 NTP_VERDICTS = [1] * 9 + [0]
+LOSER = [1] * 2 + [0] * 8  # right on 2 of the NTP arm's 9: lower, even on 10 problems
 
 
 def one_seed(root: Path, seed=0, steps=100, sbd=None) -> list[Path]:
@@ -43,32 +45,40 @@ def one_seed(root: Path, seed=0, steps=100, sbd=None) -> list[Path]:
 
 
 def test_summary_intervals_and_paired_columns(tmp_path):
-    s = summarize(load_scores(one_seed(tmp_path))).set_index("sampler")
+    s = summarize(load_scores(one_seed(tmp_path, sbd=LOSER))).set_index("sampler")
     ntp = s[s["objective"] == "ntp"].iloc[0]
     assert (ntp["accuracy_lo"], ntp["accuracy_hi"]) == pytest.approx(wilson_interval(9, 10))
     assert (ntp["nfe_speedup_lo"], ntp["nfe_speedup_hi"]) == (1.0, 1.0) and pd.isna(ntp["diff_vs_ntp"])
     eb = s.loc["eb-entropy-g0.1"]
-    assert eb["diff_vs_ntp"] == pytest.approx(-0.4) and (eb["n_better"], eb["n_worse"]) == (0, 4)
-    assert eb["mcnemar_p"] == pytest.approx(2 / 16)  # b = 0, c = 4: 2 * P(X = 0 | n = 4)
-    assert eb["diff_hi"] < 0 and eb["accuracy_verdict"] == "lower"  # P(no loser drawn) = 0.6^10 < 2.5%
+    assert eb["diff_vs_ntp"] == pytest.approx(-0.7) and (eb["n_better"], eb["n_worse"]) == (0, 7)
+    expected = paired_comparison(PairedTable(2, 0, 7, 1), 0.02)  # both right 2, NTP arm only 7, neither 1
+    assert (eb["diff_lo"], eb["diff_hi"], eb["diff_p"], eb["equiv_p"]) == pytest.approx(
+        (expected.lo, expected.hi, expected.p_diff, expected.p_equiv))
+    # two comparisons in the seed's table (SBD in NTP mode, EB): Holm doubles the smaller p
+    assert eb["diff_p_holm"] == pytest.approx(2 * expected.p_diff) and eb["accuracy_verdict"] == "lower"
     assert (eb["nfe_speedup"], eb["nfe_speedup_lo"], eb["nfe_speedup_hi"]) == (4.0, 4.0, 4.0)
     same = s[(s["objective"] == "sbd") & (s.index == "ntp")].iloc[0]
-    assert (same["diff_lo"], same["diff_hi"], same["accuracy_verdict"]) == (0.0, 0.0, "same accuracy")
+    assert same["diff_lo"] < 0 < same["diff_hi"] and same["diff_p"] == 1.0 and same["equiv_margin"] == 0.02
+    assert same["accuracy_verdict"] == "inconclusive"  # 10 problems cannot show a 2-point equivalence
+    assert (ntp["n_seeds"], eb["n_seeds"]) == (1, 1) and pd.isna(eb["seeds_diff_lo"])
 
 
 def test_report_words_follow_the_paired_intervals(tmp_path):
-    files = build_report(one_seed(tmp_path), paper_table=None)
+    files = build_report(one_seed(tmp_path, sbd=LOSER), paper_table=None)
     csv = pd.read_csv(io.BytesIO(files["summary.csv"]))
-    for col in ("accuracy_lo", "accuracy_hi", "diff_vs_ntp", "diff_lo", "diff_hi", "mcnemar_p", "nfe_speedup_lo",
+    for col in ("accuracy_lo", "accuracy_hi", "diff_vs_ntp", "diff_lo", "diff_hi", "diff_p", "equiv_p",
+                "diff_p_holm", "equiv_p_holm", "accuracy_verdict", "equiv_margin", "nfe_speedup_lo",
                 "nfe_speedup_hi", "wall_speedup_lo", "wall_speedup_hi", "train_seed", "train_steps"):
         assert col in csv.columns, col
     md = files["report.md"].decode()
     lines = {line.split(" | ")[2]: line for line in md.splitlines() if line.startswith("| tiny | sbd |")}
-    assert "-40.0 [" in lines["eb-entropy-g0.1"] and "lower by 40.0 pt" in lines["eb-entropy-g0.1"]
-    assert "same accuracy" not in lines["eb-entropy-g0.1"] and "same accuracy" in lines["ntp"]
-    assert "**math**: 10 problems" in md and "problems** at the largest discordance rate" in md
+    assert "-70.0 [-86.5, -26.6] pt: lower by 70.0 pt (p=0.0021)" in lines["eb-entropy-g0.1"]
+    assert "inconclusive (difference p=1, equivalence p=" in lines["ntp"]
+    assert "equivalence margin (\u00b12 pt)" in md and "Holm's method over each seed's 2 comparisons" in md
+    assert "_One fine-tune seed: seed variance not included._" in md
+    assert "**math**: 10 problems" in md and "70.0% of problems at most decided differently" in md
     lo, hi = wilson_interval(9, 10)
-    cell = f"90.0 [{100 * lo:.1f}, {100 * hi:.1f}] (1.00x [1.00, 1.00], wall 1.00x [1.00, 1.00])"
+    cell = f"90.0 [{100 * lo:.1f}, {100 * hi:.1f}] (1.00x [1.00, 1.00], wall n/a)"  # no speed stage: no wall claim
     assert cell in files["table1.md"].decode()
 
 
@@ -78,13 +88,18 @@ def test_seeds_pair_within_a_seed_and_tables_give_mean_and_spread(tmp_path):
     t = table1(summary)
     eb = t[t["sampler"] == "eb-entropy-g0.1"]
     assert list(eb["seed"]) == [0, 1, "mean \u00b1 sd"]
-    # accuracies 50 and 90; both seeds 4x fewer forwards, the same wall time per problem
-    assert eb.iloc[2]["math"] == "70.0 \u00b1 28.3 (4.00x \u00b1 0.00, wall 1.00x \u00b1 0.00)"
+    # accuracies 50 and 90 over seeds and problems; both seeds 4x fewer forwards; no speed stage
+    row = summary[(summary["sampler"] == "eb-entropy-g0.1")].iloc[0]
+    lo, hi = wilson_interval(14, 20, 0.95, design_effect(np.array([[1] * 5 + [0] * 5, NTP_VERDICTS], dtype=float)))
+    assert (row["seeds_accuracy_lo"], row["seeds_accuracy_hi"]) == pytest.approx((lo, hi))
+    assert eb.iloc[2]["math"] == f"70.0 \u00b1 28.3 [{100 * lo:.1f}, {100 * hi:.1f}] (4.00x \u00b1 0.00, wall n/a)"
     d = differences(summary)
-    mean_row = d[(d["sampler"] == "eb-entropy-g0.1") & (d["seed"] == "mean \u00b1 sd")].iloc[0]
-    assert mean_row["math"] == "-20.0 \u00b1 28.3 pt; lower in 1 of 2 seeds, same accuracy in 1"
+    over = d[(d["sampler"] == "eb-entropy-g0.1") & (d["seed"] == "all seeds")].iloc[0]
+    assert over["math"].startswith("-20.0 [") and over["math"].endswith("; seeds -40.0, +0.0")
     seed1 = d[(d["sampler"] == "eb-entropy-g0.1") & (d["seed"] == "1")].iloc[0]
-    assert seed1["math"].startswith("+0.0 [+0.0, +0.0] pt")
+    assert seed1["math"].startswith("+0.0 [-27.8, +27.8] pt: inconclusive")
+    md = build_report(paths, paper_table=None)["report.md"].decode()
+    assert "2 fine-tune seeds" in md and "seed variance not included" not in md
 
 
 def test_table1_shows_the_final_budget_and_figure5_every_budget(tmp_path):

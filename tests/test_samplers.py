@@ -17,7 +17,7 @@ def test_specs_carry_mode_solver_params_family_and_tag():
     assert sampler_spec("ntp", temperature=0.7, seed=2)["tag"] == "ntp-t0.7-s2"
     eb = sampler_spec("eb", gamma=0.35, proxy="confidence")
     assert eb == {"mode": "sbd", "solver": "eb", "family": "eb-confidence", "tag": "eb-confidence-g0.35",
-                  "params": {"gamma": 0.35, "proxy": "confidence", "temperature": 0.0, "seed": 0}}
+                  "params": {"gamma": 0.35, "proxy": "confidence", "verify": "none", "temperature": 0.0, "seed": 0}}
     assert sampler_spec("left_to_right")["family"] == "left_to_right"
     assert SAMPLER_NAMES == (NTP,) + SOLVER_NAMES + PEER_NAMES and tuple(describe_samplers()) == SAMPLER_NAMES
     assert describe_samplers()["ntp"]["params"] == {"temperature": 0.0, "seed": 0}
@@ -58,10 +58,13 @@ def test_labels_name_samplers_in_words():
     specs = expand_samplers([{"solver": "ntp"}, {"solver": "ntp", "temperature": 0.7}, {"solver": "eb", "gamma": 0.1},
                              {"solver": "eb", "proxy": "confidence", "gamma": 0.35}, {"solver": "topk", "n": 4},
                              {"solver": "hf_generate"}, {"solver": "prompt_lookup", "tokens": [10, 4]},
-                             {"solver": "prompt_lookup", "max_matching_ngram_size": 3}])
+                             {"solver": "prompt_lookup", "max_matching_ngram_size": 3},
+                             {"solver": "eb", "gamma": [0.3, 1.0], "verify": "greedy"},
+                             {"solver": "topk", "n": 2, "verify": "greedy"}])
     assert [sampler_label(s) for s in specs.values()] == [
         "NTP", "NTP (t0.7-s0)", "EB \u03b3=0.1", "EB \u03b3=0.35 (confidence)", "topk-4", "HF generate",
-        "prompt lookup (10)", "prompt lookup (4)", "prompt lookup (10, 3-grams)"]
+        "prompt lookup (10)", "prompt lookup (4)", "prompt lookup (10, 3-grams)", "EB \u03b3=0.3 + verify",
+        "EB \u03b3=1 + verify", "topk-2-verify"]
 
 
 def test_expand_sweeps_every_setting():
@@ -78,6 +81,8 @@ def test_expand_sweeps_every_setting():
     ([{"gamma": 0.1}], r"decode.samplers\[0\] has no 'solver' key"),
     ([{"solver": "greedy"}], "unknown sampler 'greedy'"),
     ([{"solver": "ntp", "gamma": 0.1}], r"decode.samplers\[0\] \(ntp\):.*takes only \['temperature', 'seed'\]"),
+    ([{"solver": "ntp", "verify": "greedy"}], r"decode.samplers\[0\] \(ntp\):.*takes only \['temperature', 'seed'\]"),
+    ([{"solver": "eb", "verify": "greedy", "temperature": 0.7}], r"decode.samplers\[0\] \(eb\): verify='greedy'"),
     ([{"solver": "eb", "gamma": [0.1, -1]}], r"\(eb\): gamma=-1"),
     ([{"solver": "eb", "gamma": 0.1}, {"solver": "eb", "gamma": 0.1}], "repeats sampler 'eb-entropy-g0.1'"),
 ])
@@ -87,7 +92,8 @@ def test_expand_rejects_bad_entries(entries, match):
 
 
 def test_build_solver_for_ntp_and_sbd_specs():
-    assert build_solver(sampler_spec("ntp", temperature=0.5)).params == {"n": 1, "temperature": 0.5, "seed": 0}
+    assert build_solver(sampler_spec("ntp", temperature=0.5)).params == {"n": 1, "verify": "none", "temperature": 0.5,
+                                                                         "seed": 0}
     assert build_solver({"mode": "ntp", "solver": "ntp", "params": {}}).tag == "l2r-1"  # records from older runs
     assert build_solver(sampler_spec("topk", n=2)).tag == "topk-2"
 

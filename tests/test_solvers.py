@@ -420,21 +420,37 @@ def test_tags_params_and_description():
     assert get_solver("topk", n=2, proxy="entropy").tag == "topk-2-entropy"
     assert get_solver("eb", gamma=1e-5, temperature=0.7, seed=3).tag == "eb-entropy-g1e-05-t0.7-s3"
     assert get_solver("left_to_right").tag == "l2r-1" and get_solver("left_to_right", n=4).tag == "l2r-4"
-    assert get_solver("left_to_right").params == {"n": 1, "temperature": 0.0, "seed": 0}
+    assert get_solver("left_to_right").params == {"n": 1, "verify": "none", "temperature": 0.0, "seed": 0}
     families = {s.tag: s.family for s in all_solvers()}
     assert families == {"eb-entropy-g0.1": "eb-entropy", "entropy-thr-0.5": "entropy_threshold",
                         "conf-thr-0.9": "confidence_threshold", "factor-f1": "factor", "topk-1": "topk",
                         "l2r-1": "left_to_right", "eb-confidence-g0.5": "eb-confidence", "eb-margin-g0": "eb-margin",
                         "topk-3-entropy": "topk"}
-    assert get_solver("topk").params == {"n": 1, "proxy": "confidence", "temperature": 0.0, "seed": 0}
+    assert get_solver("topk").params == {"n": 1, "proxy": "confidence", "verify": "none", "temperature": 0.0, "seed": 0}
     assert get_solver("eb", gamma=1).params["gamma"] == 1.0
     desc = describe_solvers()
     assert tuple(desc) == SOLVER_NAMES == tuple(SOLVERS)
-    assert list(desc["topk"]["params"]) == ["n", "proxy", "temperature", "seed"]  # own parameters first
+    assert list(desc["topk"]["params"]) == ["n", "proxy", "verify", "temperature", "seed"]  # own parameters first
     assert desc["eb"]["params"]["gamma"] == 0.1 and desc["factor"]["params"]["temperature"] == 0.0
     for solver in all_solvers():
         assert re.fullmatch(r"[A-Za-z0-9._-]+", solver.tag)
         assert solver.name in SOLVER_NAMES
+
+
+def test_verified_solvers_are_runs_of_their_own():
+    for name in SOLVER_NAMES:  # every solver takes verify
+        plain, verified = get_solver(name), get_solver(name, verify="greedy")
+        assert verified.tag == plain.tag + "-verify" and verified.family == plain.family + "-verify"
+        assert verified.verify == "greedy" and plain.verify == "none"
+    sampled = get_solver("eb", gamma=0.3, verify="sample", temperature=0.7, seed=2)
+    assert (sampled.tag, sampled.family) == ("eb-entropy-g0.3-verify-t0.7-s2", "eb-entropy-verify")
+    with pytest.raises(ValueError, match=r"verify='greedy' .* needs temperature 0, got temperature=0.7; use "
+                                         r"verify='sample'"):
+        get_solver("eb", verify="greedy", temperature=0.7)
+    with pytest.raises(ValueError, match=r"verify='sample' .* needs a temperature > 0"):
+        get_solver("topk", verify="sample")
+    with pytest.raises(ValueError, match=r"verify='yes' is not valid; allowed: \('none', 'greedy', 'sample'\)"):
+        get_solver("eb", verify="yes")
 
 
 @pytest.mark.parametrize(

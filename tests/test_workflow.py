@@ -1,4 +1,5 @@
-"""The whole DAG through Snakemake on the smoke config, partial reruns, the HTML report and config errors."""
+"""The whole DAG through Snakemake on the smoke config, partial reruns (the README's commands as printed), the HTML report
+and config errors."""
 
 import csv
 import dataclasses
@@ -51,7 +52,7 @@ def test_whole_dag_produces_report_and_sane_summary(smoke):
     workdir, _, log = smoke
     counts = job_counts(log)
     assert counts == {"data": 2, "benchmark": 2, "pretrain_base": 1, "pack": 1, "finetune": 2, "decode": 6, "score": 6,
-                      "likelihood_data": 1, "likelihood": 2, "timing": 1, "report": 1, "all": 1}
+                      "likelihood_data": 1, "likelihood": 2, "timing": 1, "speed": 2, "report": 1, "all": 1}
     report = workdir / "results" / "smoke" / "report"
     for name in ("summary.csv", "table1.md", "table1.tex", "table1.csv", "report.md", "speedup_math.png",
                  "speedup_code.pdf", "paper_table1.md"):
@@ -63,7 +64,7 @@ def test_whole_dag_produces_report_and_sane_summary(smoke):
     assert "benchmarks: code (dev split), math (test split)." in (report / "report.md").read_text()
     for r in rows:
         assert 0.0 <= float(r["accuracy"]) <= 1.0
-        assert float(r["mean_nfe"]) > 0 and float(r["wall_time_s"]) > 0 and float(r["wall_speedup"]) > 0
+        assert float(r["mean_nfe"]) > 0 and float(r["wall_speedup"]) > 0 and int(r["speed_rounds"]) == 2
         if r["sampler"] == "ntp":
             assert float(r["tokens_per_forward"]) == 1.0
         else:  # four tokens per forward unless a stop lands inside a block
@@ -183,7 +184,17 @@ def test_changing_one_solver_setting_reruns_only_its_jobs(smoke):
     path = workdir / "changed.yaml"
     path.write_text(yaml.safe_dump(changed))
     dry = snakemake(workdir, "-n", "--configfile", str(path))
-    assert job_counts(dry.stdout) == {"decode": 2, "score": 2, "report": 1, "all": 1}
+    assert job_counts(dry.stdout) == {"decode": 2, "score": 2, "speed": 2, "report": 1, "all": 1}
+
+
+def test_a_stacked_override_reruns_only_what_it_reaches(smoke):
+    """A small file stacked on the run's config (--configfile A B, the README's way): another decode block size reruns
+    the decodes, their scores, the speed jobs (they time every decode), the timing job (it times the block) and the
+    report, nothing before them."""
+    workdir, config, _ = smoke
+    (workdir / "blocks.yaml").write_text("decode: {block_size: 4}\n")
+    dry = snakemake(workdir, "-n", "--configfile", str(config), str(workdir / "blocks.yaml"))
+    assert job_counts(dry.stdout) == {"decode": 6, "score": 6, "speed": 2, "timing": 1, "report": 1, "all": 1}
 
 
 def test_a_second_seed_reuses_everything_of_the_first(smoke):
@@ -193,18 +204,84 @@ def test_a_second_seed_reuses_everything_of_the_first(smoke):
     path = workdir / "seeded.yaml"
     path.write_text(yaml.safe_dump(seeded))
     dry = snakemake(workdir, "-n", "--configfile", str(path))
-    # seed 1 only: its two fine-tunes, their decodes and scores, their likelihood job each (one task)
-    assert job_counts(dry.stdout) == {"finetune": 2, "decode": 6, "score": 6, "likelihood": 2, "report": 1, "all": 1}
+    # seed 1 only: its two fine-tunes, their decodes and scores, their likelihood job each (one task); the speed jobs
+    # again (they time every decode run of the model)
+    assert job_counts(dry.stdout) == {"finetune": 2, "decode": 6, "score": 6, "likelihood": 2, "speed": 2, "report": 1,
+                                      "all": 1}
 
 
-def test_report_regenerates_from_existing_scores(smoke):
-    workdir, config, _ = smoke
-    target = "results/smoke/report/speedup_math.png"  # as a user types it, relative to the working directory
-    figure = workdir / target
-    figure.unlink()
-    run = snakemake(workdir, target, "--cores", "1", "--configfile", str(config))
-    assert job_counts(run.stdout + run.stderr) == {"report": 1}
-    assert figure.stat().st_size > 0
+def readme_rerun_commands() -> list[str]:
+    """The rerun and redraw commands of the README's quick reference, exactly as printed (comments cut)."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Quick reference", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("  #", 1)[0].strip() for line in block.splitlines()]
+    return [c for c in commands if "--forcerun" in c or c.endswith("&& snakemake")]
+
+
+def fresh_clone(dest: Path) -> Path:
+    """The checkout's files as a clone would have them (tracked and new, nothing git ignores: no results/, no
+    .snakemake/), from the working tree."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    return dest
+
+
+def clone_with_smoke_results(smoke, dest: Path, runs=("embedded",)) -> Path:
+    """A fresh clone whose default config (and figures config) is the smoke config, holding the smoke run's results
+    under the README's paths (results/embedded/, results/figures/)."""
+    clone = fresh_clone(dest)
+    config = yaml.safe_load((ROOT / "tests" / "smoke.yaml").read_text())
+    for run in runs:
+        name = "config.yaml" if run == "embedded" else f"{run}.yaml"
+        (clone / "config" / name).write_text(yaml.safe_dump({**config, "run": run}))
+        shutil.copytree(smoke[0] / "results" / "smoke", clone / "results" / run, symlinks=True)
+    return clone
+
+
+def run_as_printed(command: str, clone: Path) -> dict[str, int]:
+    """A README command line run by bash in the clone, with the environment's bin first on PATH (as after `source
+    .venv/bin/activate`): its job counts."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "PYTHONPATH": str(clone),
+           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    out = subprocess.run(["bash", "-c", command], cwd=clone, env=env, capture_output=True, text=True, timeout=1800)
+    assert out.returncode == 0, f"{command}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    return job_counts(out.stdout + out.stderr)
+
+
+# What each of the README's rerun and redraw commands runs, and the run whose report it rewrites.
+README_RERUNS = {
+    "snakemake --forcerun report": ("embedded", {"report": 1, "all": 1}),
+    "rm results/embedded/report/speedup_math.png && snakemake": ("embedded", {"report": 1, "all": 1}),
+    "snakemake --forcerun report --configfile config/figures.yaml": ("figures", {"report": 1, "all": 1}),
+    "snakemake --forcerun score": ("embedded", {"score": 6, "report": 1, "all": 1}),
+}
+
+
+def test_readme_redraws_a_figure_as_printed_in_a_fresh_clone(smoke, tmp_path):
+    """The README's figure redraw, as printed: no --cores (profiles/default gives it), only the report job runs.
+    (Every rerun and redraw command of the README: the slow test below.)"""
+    assert readme_rerun_commands() == list(README_RERUNS)
+    clone = clone_with_smoke_results(smoke, tmp_path / "clone")
+    command = "rm results/embedded/report/speedup_math.png && snakemake"
+    assert run_as_printed(command, clone) == README_RERUNS[command][1]
+    assert (clone / "results" / "embedded" / "report" / "speedup_math.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_readme_rerun_and_redraw_commands_work_as_printed_in_a_fresh_clone(smoke, tmp_path):
+    """Each rerun and redraw command of the README, as printed, reruns just the jobs it names and rewrites its run's
+    report (slow: four snakemake runs, six score jobs and four report jobs beyond the smoke run)."""
+    clone = clone_with_smoke_results(smoke, tmp_path / "clone", runs=("embedded", "figures"))
+    for command in readme_rerun_commands():
+        run, jobs = README_RERUNS[command]
+        report = clone / "results" / run / "report" / "report.md"
+        before = report.stat().st_mtime_ns
+        assert run_as_printed(command, clone) == jobs, command
+        assert report.stat().st_mtime_ns > before, command
 
 
 def test_html_report_is_self_contained(smoke):
@@ -219,15 +296,22 @@ def test_html_report_is_self_contained(smoke):
     (lambda c: c["decode"].update(block_size="16"), ["block_size", "16"]),
     (lambda c: c["decode"]["samplers"].append({"solver": "eb", "gamma": -1}), ["gamma", "-1"]),
     (lambda c: c["decode"]["samplers"].append({"solver": "eb", "threshold": 0.5}), ["threshold", "gamma"]),
+    (lambda c: c["decode"]["samplers"].append({"solver": "eb", "verify": "greedy", "temperature": 0.7}),
+     ["verify='greedy'", "temperature 0"]),
     (lambda c: c["finetune"].update(tokens_per_step=1000), ["tokens_per_step=1000", "batch_size x max_length"]),
     (lambda c: c["data"]["sources"][0].pop("problems"), ["math", "problems"]),
     (lambda c: c["data"].update(sources=[{"name": "gsm8k"}]), ["scratch", "synthetic", "tiny-llama"]),
     (lambda c: c["finetune"].update(seeds=[0, 1], seed=1), ["seed or seeds"]),
     (lambda c: c["finetune"].update(eval_at_steps=[4]), ["eval_at_steps", "max_steps=4"]),
     (lambda c: c["benchmarks"]["math"].update(split="train"), ["benchmarks.math.split", "'dev', 'test'", "train"]),
+    (lambda c: c["decode"].update(timing_repeats=2), ["timing_repeats"]),  # wall-clock is the speed stage's
+    (lambda c: c.update(speed={"rounds": 1}), ["speed", "rounds", "minimum of 2"]),
     (lambda c: c["decode"].update(samplers=c["decode"]["samplers"] + [{"solver": "hf_generate"}],
                                   restrict={"sbd": ["ntp", "hf-generate"]}),
      ["decode.restrict.sbd", "hf-generate", "NTP arm only"]),
+    (lambda c: c.update(report={"stats": {"margin_pts": 200}}), ["margin_pts", "200"]),
+    (lambda c: c.update(report={"stats": {"confidence": 0.95, "margins_pts": {"code": 0}}}),
+     ["report", "stats", "margins_pts", "code"]),
 ])
 def test_bad_config_stops_before_any_work(tmp_path, edit, words):
     config = yaml.safe_load((ROOT / "tests" / "smoke.yaml").read_text())
@@ -238,6 +322,7 @@ def test_bad_config_stops_before_any_work(tmp_path, edit, words):
     assert out.returncode != 0
     for word in words:
         assert word in out.stdout + out.stderr
+    assert "Failed validating" not in out.stdout + out.stderr  # a line naming the key, not the schema
     assert not (tmp_path / "results").exists()
 
 

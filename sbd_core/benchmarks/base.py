@@ -4,7 +4,8 @@ A benchmark's test file (written by :meth:`Benchmark.fetch`, the benchmark stage
 row in the source dataset's own schema plus ``sbd_id``, the problem id (see :func:`problem_id`). It is the problem set:
 the stage's ``limit`` chose it, and scoring never cuts it again (:meth:`Benchmark.problem_set`). A generations file holds
 one JSON object per line, ``{"id": <problem id>, "completion": "<text after the prompt>"}`` (``task_id`` is accepted
-for ``id``).
+for ``id``), each id once; a benchmark that scores several samples per problem (``several_samples``: LiveCodeBench)
+also accepts ``{"id": ..., "completions": ["...", ...]}``.
 """
 
 from __future__ import annotations
@@ -53,23 +54,42 @@ def is_test_file(rows: list) -> bool:
     return bool(rows) and all(isinstance(row, dict) and ID_KEY in row for row in rows)
 
 
-def read_generations(path: str | Path) -> dict[str, str]:
-    """``{problem id: completion}`` from a generations file; UserError naming the file and line on a malformed
-    record or a repeated id with a different completion, and on a file without records."""
-    completions: dict[str, str] = {}
+def _texts(record: Any, samples: bool) -> list[str] | None:
+    """The completions of one generations record: ``[completion]``, or (``samples``) its ``completions`` list."""
+    if not isinstance(record, dict):
+        return None
+    if isinstance(record.get("completion"), str):
+        return [record["completion"]]
+    texts = record.get("completions") if samples else None
+    if isinstance(texts, list) and texts and all(isinstance(text, str) for text in texts):
+        return texts
+    return None
+
+
+def read_generations(path: str | Path, samples: bool = False) -> dict[str, str] | dict[str, list[str]]:
+    """``{problem id: completion}`` from a generations file; with ``samples``, ``{problem id: [completions]}`` (a
+    record may then hold ``"completions"``, a list of samples, instead of ``"completion"``). UserError naming the file
+    and line on a malformed record or a repeated id, and on a file without records."""
+    completions: dict[str, list[str]] = {}
+    lines: dict[str, int] = {}
     for line, record in iter_jsonl_lines(path):
         key = record.get("id", record.get("task_id")) if isinstance(record, dict) else None
-        if key is None or not isinstance(record.get("completion"), str):
+        texts = _texts(record, samples)
+        if key is not None and texts is None and not samples and "completions" in record:
+            raise UserError(f"{where(path, line)}: 'completions' (several samples) is for a benchmark that scores "
+                            "several samples per problem (LiveCodeBench); this one scores one 'completion' per problem")
+        if key is None or texts is None:
+            several = ' or "completions": ["...", ...]' if samples else ""
             raise UserError(f"{where(path, line)}: a generations record needs an 'id' and a string 'completion', "
-                            'e.g. {"id": "0", "completion": "..."}')
+                            f'e.g. {{"id": "0", "completion": "..."{several}}}')
         key = str(key)
-        if completions.get(key, record["completion"]) != record["completion"]:
-            raise UserError(f"{where(path, line)}: id {key!r} repeats with a different completion; each problem "
-                            "has one completion")
-        completions[key] = record["completion"]
+        if key in lines:
+            raise UserError(f"{where(path, line)}: id {key!r} repeats (lines {lines[key]} and {line}); each problem "
+                            "has one record")
+        completions[key], lines[key] = texts, line
     if not completions:
         raise UserError(f"{path}: no generations; expected one {{\"id\": ..., \"completion\": ...}} per line")
-    return completions
+    return completions if samples else {key: texts[0] for key, texts in completions.items()}
 
 
 class Benchmark:
@@ -84,12 +104,13 @@ class Benchmark:
         group: ``"reasoning"`` (thinking on), ``"chat"`` (thinking off) or ``"synthetic"``.
         defaults: the settings object holding every default of this benchmark.
         required_fields: fields every source row must have (its source's schema).
-        source: where a real run gets the test split (recorded in provenance, shown in the README).
+        source: where a real run gets the test split (recorded in provenance, shown in docs/benchmarks.md).
         stops: the stop strings used when the settings give none.
     """
 
     available = True
     reason = ""  # why the benchmark is unavailable
+    several_samples = False  # whether a generations record may hold several samples (read_generations)
 
     def __init__(self, *, name: str, paper_column: str | None, group: str, defaults: Settings,
                  required_fields: tuple[str, ...], source: dict, stops: tuple[str, ...] = ()):
@@ -217,6 +238,11 @@ class Benchmark:
     def prompt(self, problem: dict, tokenizer, settings: Settings) -> str:
         """The exact text the model is given for ``problem`` (``tokenizer`` is needed only when ``settings.chat``)."""
         raise NotImplementedError
+
+    def cluster(self, problem: dict) -> str | None:
+        """The family ``problem`` belongs to, where a benchmark's problems come in families whose verdicts go
+        together (the report then resamples whole families); None: independent problems."""
+        return None
 
     def score(self, problems: list[dict], completions: Mapping[str, str], work_dir: str | Path,
               settings: Settings) -> dict:

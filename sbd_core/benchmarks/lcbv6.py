@@ -2,28 +2,32 @@
 LeetCode (functional: a ``Solution`` method) and AtCoder / Codeforces (stdin programs), pass@1 on hidden tests.
 
 Data: the raw JSON-lines shards ``test.jsonl`` ... ``test6.jsonl`` of the hub dataset
-``livecodebench/code_generation_lite`` at :data:`REVISION`, read line by line (the dataset's loading script, which
-needs remote code, is never run). Releases are cumulative (:data:`RELEASES`, the loading script's version tags):
-``release_v6`` is all six shards (1,055 problems, May 2023 - April 2025), ``v6`` the sixth alone (175 problems,
-January - April 2025); ``start_date`` / ``end_date`` narrow a release by contest date, as lcb_runner does. The
-default is ``release_v6`` (README: the paper names no window; its Table 1 accuracies cannot be fractions of the 175
-problems of ``v6``, and fit 1,055). A downloaded shard must have the sha256 of the hub's copy at that revision
-(:data:`SHARD_SHA256`); offline, ``data`` names a local folder holding the release's shards (their sha256 is recorded
-in provenance, and whether each matches). The benchmark stage checks every selected problem's tests (without ever
+``livecodebench/code_generation_lite`` at :data:`REVISION`, read line by line (the dataset's loading script, which needs
+remote code, is never run). Releases are cumulative (:data:`RELEASES`, the loading script's version tags):
+``release_v6`` is all six shards (1,055 problems, May 2023 - April 2025), ``v6`` the sixth alone (175 problems, January
+- April 2025); ``start_date`` / ``end_date`` narrow a release by contest date, as lcb_runner does. The default is
+``release_v6`` (docs/livecodebench.md: the paper names no window; read as one greedy sample per problem, its Table 1
+accuracies cannot be fractions of the 175 problems of ``v6``, and fit 1,055); the score also reports the windows papers
+call "LCB v6" (:mod:`.lcb_results`). A downloaded shard must have the sha256 of the hub's copy at that revision
+(:data:`SHARD_SHA256`); offline, ``data`` names a local folder holding the release's shards (their sha256 is recorded in
+provenance, and whether each matches). The benchmark stage checks every selected problem's tests (without ever
 unpickling them: ``sbd_core.evaluation.code.lcb_tests``), writes the problems in lcb_runner's order (sorted by
 ``question_id``) and prints the window and how many problems it holds. Problem ids: ``question_id``.
 
 Prompt (lcb_runner's ``format_prompt_generation`` for chat models): the user turn is lcb_runner's question template
 ("### Question:", the problem, "### Format:" with the starter code or the stdin instruction, "### Answer: (use the
-provided format with backticks)") preceded by its generic system message; the system turn is the run's
-``system_prompt`` (``"detailed thinking on"``, as the other reasoning benchmarks; lcb_runner's layout for reasoning
-models, which folds its system message into the user turn). Without a ``system_prompt`` the system turn is
-lcb_runner's message and the user turn the template (its layout for chat models). Plain-text prompts (``chat:
-false``) are refused: lcb_runner's base-model prompt is a few-shot one this module does not build.
+provided format with backticks)") preceded by its generic system message; the system turn is the run's ``system_prompt``
+(``"detailed thinking on"``, as the other reasoning benchmarks; lcb_runner's layout for reasoning models, which folds
+its system message into the user turn). Without a ``system_prompt`` the system turn is lcb_runner's message and the user
+turn the template (its layout for chat models). Plain-text prompts (``chat: false``) are refused: lcb_runner's
+base-model prompt is a few-shot one this module does not build.
 
-The program is the last fenced block of the answer after the thinking block (lcb_runner's ``extract_code``: the text
-between the last two lines containing three backticks); no fence, no program (the problem fails). Scoring:
-:func:`sbd_core.evaluation.code.lcb_grader.evaluate_lcb` (lcb_runner's grading, in the code sandbox).
+The program is lcb_runner's ``extract_code`` of the raw completion, thinking included (the text between the last two
+lines containing three backticks); no fence, no program (the problem fails); the score file counts the problems where
+the reasoning benchmarks' rule (the answer after ``</think>``) would give another program. A generations record may hold
+several samples (``"completions": [...]``): pass@k with lcb_runner's estimator. Scoring:
+:func:`sbd_core.evaluation.code.lcb_grader.evaluate_lcb` (lcb_runner's grading, in the code sandbox); the metrics and
+lcb_runner's ``eval_all.json``: :mod:`.lcb_results`.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from typing import Mapping
 from sbd_core.evaluation import limits
 from sbd_core.io_utils import write_json_atomic, write_jsonl_atomic
 
+from . import lcb_results
 from .base import ID_KEY, Benchmark
 from .chat import THINKING_ON, chat_messages, render_chat
 from .lm_eval_hooks import final_answer_text
@@ -46,7 +51,7 @@ from .lm_eval_task import task_config
 from .settings import LiveCodeBenchSettings
 
 __all__ = ["BENCHMARK", "REPO", "REVISION", "RELEASES", "SHARD_SHA256", "LiveCodeBench", "question_prompt",
-           "extract_code"]
+           "extract_code", "extraction_effect"]
 
 REPO = "livecodebench/code_generation_lite"
 REVISION = "0fe84c3912ea0c4d4a78037083943e8f0c4dd505"
@@ -89,13 +94,26 @@ def question_prompt(problem: Mapping) -> str:
 
 
 def extract_code(completion: str) -> str | None:
-    """The program in an answer: lcb_runner's ``extract_code`` on the text after the thinking block (an unclosed
-    one leaves none), the text between the last two lines that contain three backticks; None when there is no such
-    pair or the text between them is blank (lcb_runner then runs an empty program, which always fails)."""
-    lines = final_answer_text(completion).split("\n")
+    """The program in an answer, as lcb_runner's ``extract_code`` takes it from the raw model output (thinking
+    included): the text between the last two lines that contain three backticks; None when there is no such pair
+    or the text between them is blank (lcb_runner then runs an empty program, which always fails)."""
+    lines = completion.split("\n")
     fences = [i for i, line in enumerate(lines) if "```" in line]
     code = "\n".join(lines[fences[-2] + 1:fences[-1]]) if len(fences) >= 2 else ""
     return code if code.strip() else None
+
+
+def extraction_effect(outputs: Mapping[str, list[str]], programs: Mapping[str, list[str | None]]) -> dict:
+    """Where the thinking block changes the program: the problems (ids) with a sample whose program differs from the
+    one the reasoning benchmarks' rule would take (the answer after the last ``</think>``; none after an unclosed
+    ``<think>``)."""
+    differ = sorted(qid for qid, texts in outputs.items()
+                    if any(extract_code(final_answer_text(text)) != program
+                           for text, program in zip(texts, programs[qid])))
+    unclosed = sum(1 for texts in outputs.values() for text in texts if "<think>" in text and "</think>" not in text)
+    return {"rule": "lcb_runner's extract_code on the raw completion, thinking included",
+            "problems_with_another_program_after_thinking": len(differ), "ids": differ,
+            "samples_with_unclosed_thinking": unclosed}
 
 
 def _day(text: str | None) -> date | None:
@@ -105,6 +123,8 @@ def _day(text: str | None) -> date | None:
 
 class LiveCodeBench(Benchmark):
     """LiveCodeBench code generation (see the module doc)."""
+
+    several_samples = True
 
     def settings(self, mapping=None) -> LiveCodeBenchSettings:
         """The validated settings; ``release`` must be a known version tag and ``chat`` true."""
@@ -218,22 +238,42 @@ class LiveCodeBench(Benchmark):
         """The chat messages in the checkpoint's chat template."""
         return render_chat(tokenizer, self.messages(problem, settings))
 
-    def score(self, problems: list[dict], completions: Mapping[str, str], work_dir,
+    def score(self, problems: list[dict], completions: Mapping[str, list[str]], work_dir,
               settings: LiveCodeBenchSettings) -> dict:
-        """pass@1 from :func:`~sbd_core.evaluation.code.lcb_grader.evaluate_lcb`, with pass@1 per problem kind."""
+        """pass@k (lcb_runner's estimator; pass@1 the accuracy) of every sample from
+        :func:`~sbd_core.evaluation.code.lcb_grader.evaluate_lcb`, over the test file and the paper windows, per
+        difficulty, platform and problem kind (:mod:`.lcb_results`); lcb_runner's ``eval_all.json`` as a sidecar."""
         from sbd_core.evaluation.code.lcb_grader import evaluate_lcb
 
         self.check_completions(problems, completions)
-        programs = {p[ID_KEY]: extract_code(completions[p[ID_KEY]]) for p in problems}
-        result = evaluate_lcb(problems, programs, Path(work_dir), test_timeout_s=settings.test_timeout_s,
-                              max_tests_bytes=settings.max_tests_bytes, parallel=settings.parallel,
-                              max_memory_bytes=settings.max_memory_bytes, timeout_s=settings.timeout_s)
-        per_problem = {i: {**verdict, "program": programs[i]} for i, verdict in result["per_problem"].items()}
-        metrics = {"pass@1": result["pass@1"], "network_isolated": result["network_isolated"],
-                   "filesystem_readonly": result["filesystem_readonly"],
-                   **{f"pass@1_{kind}": rate for kind, rate in _kind_rates(problems, per_problem).items()}}
-        return {"accuracy": result["pass@1"], "metrics": metrics, "n": result["n"], "statuses": result["statuses"],
-                "per_problem": per_problem}
+        outputs = {p[ID_KEY]: [completions[p[ID_KEY]]] if isinstance(completions[p[ID_KEY]], str)
+                   else list(completions[p[ID_KEY]]) for p in problems}
+        programs = {qid: [extract_code(text) for text in texts] for qid, texts in outputs.items()}
+        single = all(len(texts) == 1 for texts in outputs.values())
+        runs = [(p, j, p[ID_KEY] if single else f"{p[ID_KEY]}#{j}") for p in problems
+                for j in range(len(outputs[p[ID_KEY]]))]  # one graded run per sample
+        result = evaluate_lcb([{**p, "question_id": run} for p, _, run in runs],
+                              {run: programs[p[ID_KEY]][j] for p, j, run in runs}, Path(work_dir),
+                              test_timeout_s=settings.test_timeout_s, max_tests_bytes=settings.max_tests_bytes,
+                              parallel=settings.parallel, max_memory_bytes=settings.max_memory_bytes,
+                              timeout_s=settings.timeout_s)
+        verdicts = {qid: [] for qid in outputs}
+        for p, j, run in runs:
+            verdicts[p[ID_KEY]].append({**result["per_problem"][run], "program": programs[p[ID_KEY]][j]})
+        graded = {qid: [v["passed"] for v in samples] for qid, samples in verdicts.items()}
+        ks = [k for k in lcb_results.K_LIST if k <= min(map(len, graded.values()))]
+        windows = lcb_results.window_rates(problems, graded, _window_label(settings), ks)
+        metrics = {**lcb_results.flat_metrics(windows, ks), **_kind_rates(problems, graded),
+                   "network_isolated": result["network_isolated"], "filesystem_readonly": result["filesystem_readonly"]}
+        per_problem = {qid: samples[0] if single else {"pass@1": lcb_results.pass_at_k(len(graded[qid]),
+                                                                                       sum(graded[qid]), 1),
+                                                       "graded_list": graded[qid], "samples": samples}
+                       for qid, samples in verdicts.items()}
+        return {"accuracy": metrics["pass@1"], "metrics": metrics, "n": len(problems), "statuses": result["statuses"],
+                "per_problem": per_problem,
+                "lcb": {"samples_per_problem": sorted({len(g) for g in graded.values()}), "k": ks, "windows": windows,
+                        "extraction": extraction_effect(outputs, programs)},
+                "sidecars": {"eval_all.json": lcb_results.eval_all_records(problems, outputs, verdicts)}}
 
 
 def _row(line: bytes, where: str) -> tuple[dict, date]:
@@ -251,13 +291,21 @@ def _row(line: bytes, where: str) -> tuple[dict, date]:
         raise ValueError(f"{where}: contest_date {row['contest_date']!r} is not an ISO date") from None
 
 
-def _kind_rates(problems: list[dict], per_problem: dict) -> dict[str, float]:
+def _window_label(settings: LiveCodeBenchSettings) -> str:
+    """The release and, when set, the date bounds the test file was selected with."""
+    if not settings.start_date and not settings.end_date:
+        return settings.release
+    return f"{settings.release} {settings.start_date or ''}..{settings.end_date or ''}"
+    return settings.release + bounds
+
+
+def _kind_rates(problems: list[dict], graded: Mapping[str, list[bool]]) -> dict[str, float]:
     """pass@1 of the stdin and of the functional problems (those whose metadata names a ``func_name``)."""
-    groups: dict[str, list[bool]] = {}
+    groups: dict[str, list[float]] = {}
     for p in problems:
         kind = "functional" if json.loads(p["metadata"]).get("func_name") is not None else "stdin"
-        groups.setdefault(kind, []).append(per_problem[p[ID_KEY]]["passed"])
-    return {kind: sum(passed) / len(passed) for kind, passed in sorted(groups.items())}
+        groups.setdefault(kind, []).append(sum(graded[p[ID_KEY]]) / len(graded[p[ID_KEY]]))
+    return {f"pass@1_{kind}": sum(rates) / len(rates) for kind, rates in sorted(groups.items())}
 
 
 def _sha256(path: Path) -> str:

@@ -67,6 +67,10 @@ class SyntheticCode(_Generated, CodeBenchmark):
     def program(self, problem: dict, completion: str, settings) -> str:
         return self.prompt(problem, None, settings) + completion
 
+    def cluster(self, problem: dict) -> str:
+        """The problem's family (its entry point: one function name per family, :mod:`sbd_core.tasks.code_task`)."""
+        return problem["entry_point"]
+
 
 MATH = SyntheticMath(
     name="math", paper_column=None, group="synthetic", task="sbd_synth_math", headline="exact_match,none",

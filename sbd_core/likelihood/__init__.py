@@ -3,7 +3,7 @@
 The paper scores its Table 2 tasks with the NTP logits (its eq. 9a) and names neither the harness, the shot counts,
 the GPQA subset nor acc vs acc_norm. We run **lm-eval 0.4.13's own tasks** (its YAMLs, prompts, data sets and
 metrics, read from its installed ``lm_eval/tasks/<folder>``) through the ``sbd`` model's ``loglikelihood``; what the
-paper leaves open is a setting whose default lives in :data:`TASKS` below (README, "Table 2"):
+paper leaves open is a setting whose default lives in :data:`TASKS` below (docs/likelihood.md):
 
 * ``mmlu``: the ``mmlu`` group, 5-shot (the convention of base-model reports since the MMLU paper; lm-eval's
   default is 0), ``acc`` (choices are letters, so length normalisation changes nothing);

@@ -16,7 +16,8 @@ Each document asks the model to prefer the right answer over three near misses b
 Documents are deterministic in (problems, seed): the problems are the task's ``make_problems("test", n, seed)``, and
 the near misses and the choice order come from a ``random.Random`` seeded with the seed and the problem id. Each
 document is ``{"sbd_id", "context", "choices", "gold", "kinds"}`` (``kinds[i]`` names how ``choices[i]`` was made;
-``gold`` is the index of the right one).
+``gold`` is the index of the right one); a code document also names its problem's family (``cluster``: the report's
+intervals count the questions of one family as dependent).
 """
 
 from __future__ import annotations
@@ -153,6 +154,6 @@ def code_docs(n: int, seed: int) -> list[dict]:
         if len(candidates) < N_DISTRACTORS:
             raise ValueError(f"{problem['task_id']} ({problem['entry_point']}): only {len(candidates)} near misses")
         wrong = rng.sample(candidates, N_DISTRACTORS)
-        docs.append(_document(problem["task_id"], code_task.prompt_text(problem), problem["canonical_solution"],
-                              wrong, rng))
+        doc = _document(problem["task_id"], code_task.prompt_text(problem), problem["canonical_solution"], wrong, rng)
+        docs.append({**doc, "cluster": problem["entry_point"]})  # the entry point names the problem's family
     return docs

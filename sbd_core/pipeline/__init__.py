@@ -1,16 +1,19 @@
 """The pipeline stages as plain functions; each reads the previous stages' files only (never their internals), writes
 its outputs atomically with a provenance record, and is what both the Snakemake rules and ``python -m sbd_core <stage>``
 call. Training: :mod:`.training` (data, base, pack, finetune); evaluation: :mod:`.evaluation` (benchmark, decode, score);
-:mod:`.likelihood` (likelihood-data, likelihood: the paper's Table 2); :func:`run_report` (tables and figures from score
+:mod:`.likelihood` (likelihood-data, likelihood: the paper's Table 2); :mod:`.speed` (wall-clock of every decode run,
+paired and repeated; imported where it runs: it loads torch); :func:`run_report` (tables and figures from score
 files).
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 from ..io_utils import write_json_atomic
 from ..provenance import provenance
+from ..settings import StatsSettings
 from .evaluation import cost_aggregates, run_benchmark, run_decode, run_score, score_generations
 from .likelihood import LikelihoodDataError, run_likelihood, run_likelihood_data
 from .training import (build_scratch_model, check_layout, run_base, run_data, run_finetune, run_pack,
@@ -22,13 +25,16 @@ __all__ = ["LikelihoodDataError", "build_scratch_model", "check_layout", "cost_a
 
 
 def run_report(scores: list[Path], out_dir: Path, paper_table: Path | None, paper_bases: dict | None = None,
-               timings: list[Path] = (), likelihood: list[Path] = ()) -> None:
+               timings: list[Path] = (), likelihood: list[Path] = (), stats: StatsSettings = StatsSettings(),
+               speeds: list[Path] = ()) -> None:
     """Tables and figures from score files (the timing stage's time(k) files; ``likelihood``: the likelihood stage's
-    score files, Table 2) only (never recomputes), with the run's provenance beside them."""
+    score files, Table 2; ``stats``: the config's ``report.stats``; ``speeds``: the speed stage's files, wall-clock)
+    only (never recomputes), with the run's provenance beside them."""
     from ..report import write_report
 
     write_report(scores, out_dir, paper_table=paper_table, paper_bases=paper_bases, timing_paths=timings,
-                 likelihood_paths=likelihood)
+                 likelihood_paths=likelihood, stats=stats, speed_paths=speeds)
     settings = {"scores": [str(p) for p in scores], "paper_table": str(paper_table), "paper_bases": paper_bases,
-                "timings": [str(p) for p in timings], "likelihood": [str(p) for p in likelihood]}
+                "timings": [str(p) for p in timings], "likelihood": [str(p) for p in likelihood],
+                "stats": asdict(stats), "speeds": [str(p) for p in speeds]}
     write_json_atomic(provenance("report", settings), Path(out_dir) / "provenance.json")

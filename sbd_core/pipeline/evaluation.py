@@ -6,20 +6,24 @@ so adding one touches its module and a config entry, nothing here.
 Files (one per line / object):
 
 * decode writes ``<benchmark>.jsonl``: ``{"id", "prompt", "completion", "token_ids", "num_tokens", "nfe",
-  "tokens_per_forward", "stop_reason", "wall_time_s"}`` per problem, and ``<benchmark>.jsonl.provenance.json``
-  beside it with the sampler spec, the decode and benchmark settings, the model's training recipe and
-  ``total_wall_time_s`` (model loading excluded);
-* score writes one JSON object: the benchmark's metrics, the cost totals the report derives speedups from, the sampler
-  spec, the recipe and the per-problem verdicts, each with its problem's ``nfe``, ``num_tokens`` and ``wall_time_s``
-  (the report's intervals resample problems).
+  "tokens_per_forward", "stop_reason", "wall_time_s", "prompt_tokens"}`` per problem (a verified run adds ``accepted``
+  and ``drafted``: per draft, the tokens NTP mode kept and the tokens checked, :mod:`sbd_core.verify`), and
+  ``<benchmark>.jsonl.provenance.json`` beside it with the sampler spec, the decode and benchmark settings, the model's
+  training recipe and ``total_wall_time_s`` (this job's decode, model loading excluded: a record, not a measurement
+  the report compares; wall-clock is the speed stage's, :mod:`.speed`);
+* score writes one JSON object: the benchmark's metrics, the NFE and token totals the report derives NFE speedups
+  from, the sampler spec, the recipe and the per-problem verdicts, each with its problem's ``nfe`` and ``num_tokens``
+  (the report's intervals resample problems), the digest of its tokens (``tokens_sha``: the report checks verified runs
+  against NTP mode with it) and a verified run's ``accepted`` / ``drafted`` lengths.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, fields
 from pathlib import Path
 
 from .. import checkpoint
@@ -27,7 +31,7 @@ from ..benchmarks import ID_KEY, add_special_tokens_for, get_benchmark
 from ..errors import UserError, user_input
 from ..io_utils import read_jsonl, write_json_atomic, write_jsonl_atomic
 from ..provenance import provenance
-from ..settings import DecodeTiming, RuntimeSettings, from_section
+from ..settings import RuntimeSettings
 
 log = logging.getLogger("sbd_core")
 
@@ -48,56 +52,39 @@ def _model_recipe(model_dir: Path) -> dict:
 _SET_BY_THE_STAGE = ("mode", "max_new_tokens", "stop_strings", "add_special_tokens")  # DecodeConfig keys decode sets
 
 
-def decode_options(decode_spec: dict | None) -> tuple[dict, DecodeTiming]:
-    """The decode spec (the config's ``decode`` section without the samplers) as ``(DecodeConfig keys, timing
-    settings)``, checked: UserError naming an unknown key (with the allowed ones) or a bad value."""
+def decode_options(decode_spec: dict | None) -> dict:
+    """The decode spec (the config's ``decode`` section without the samplers) as DecodeConfig keys, checked:
+    UserError naming an unknown key (with the allowed ones) or a bad value."""
     from ..decode import DecodeConfig
 
     options = dict(decode_spec or {})
-    timing_keys = {f.name for f in fields(DecodeTiming)}
-    allowed = sorted({f.name for f in fields(DecodeConfig)} - set(_SET_BY_THE_STAGE) | timing_keys)
+    allowed = sorted({f.name for f in fields(DecodeConfig)} - set(_SET_BY_THE_STAGE))
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise UserError(f"decode spec: unknown key(s) {unknown}; allowed: {allowed} (the sampler and the benchmark's "
-                        f"settings set {list(_SET_BY_THE_STAGE)})")
-    timing = from_section(DecodeTiming, {k: options.pop(k) for k in timing_keys if k in options}, "decode spec")
+                        f"settings set {list(_SET_BY_THE_STAGE)}; wall-clock is the speed stage's)")
     with user_input("decode spec"):
         DecodeConfig(**options)
-    return options, timing
+    return options
 
 
-def timed_decodes(decoder, prompts, repeats: int, progress: bool) -> tuple[list, list[float]]:
-    """``repeats`` decodes of ``prompts``: the first run's generations and every run's wall time (s)."""
-    start = time.perf_counter()
-    generations = decoder.generate(prompts, progress=progress)
-    wall_times = [time.perf_counter() - start]
-    for _ in range(repeats - 1):
-        start = time.perf_counter()
-        again = decoder.generate(prompts, progress=False)
-        wall_times.append(time.perf_counter() - start)
-        if [g.token_ids for g in again] != [g.token_ids for g in generations]:
-            log.warning("timing repeat %d decoded other tokens than the first run (sampling?); the stored "
-                        "generations are the first run's", len(wall_times))
-    return generations, wall_times
+def decode_config(bench, settings, sampler_spec: dict, options: dict, prompts: list[str], tokenizer):
+    """The DecodeConfig a sampler decodes a benchmark's ``prompts`` with (the decode and the speed stage: the same)."""
+    from ..decode import DecodeConfig
+    from ..samplers import decode_mode
+
+    max_new_tokens, stops = bench.generation(settings)
+    return DecodeConfig(mode=decode_mode(sampler_spec), max_new_tokens=max_new_tokens, stop_strings=stops,
+                        add_special_tokens=add_special_tokens_for(prompts[0], tokenizer), **options)
 
 
-def latency_run(model, tokenizer, config, spec, prompts, generations, repeats: int) -> dict:
-    """The first ``len(prompts)`` problems decoded one at a time (batch 1) with sampler ``spec``, fastest of
-    ``repeats``: wall time with and without the prompts' prefill, and the tokens and forwards it covers."""
+def checked_decoder(model, tokenizer, config, sampler_spec: dict, model_dir: Path):
+    """The sampler's decoder on a loaded model; UserError naming the model where it cannot decode that way (SBD
+    decoding of a checkpoint without a mask token)."""
     from ..samplers import build_decoder
 
-    decoder = build_decoder(model, tokenizer, replace(config, batch_size=1), spec)
-    runs = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        gens = decoder.generate(prompts)
-        runs.append((time.perf_counter() - start, sum(g.prefill_time_s for g in gens)))
-    if [g.token_ids for g in gens] != [g.token_ids for g in generations[:len(prompts)]]:
-        log.warning("batch 1 decoded other tokens than batch %d (sampling, or a near-tie that batch composition "
-                    "flipped); the latency run times its own tokens", config.batch_size)
-    wall, prefill = min(runs)
-    return {"batch_size": 1, "problems": len(prompts), "wall_time_s": wall, "prefill_time_s": prefill,
-            "decode_time_s": wall - prefill, "tokens": sum(g.num_tokens for g in gens), "nfe": sum(g.nfe for g in gens)}
+    with user_input(f"model {model_dir}"):
+        return build_decoder(model, tokenizer, config, sampler_spec)  # the spec's mode picks it (a peer: generate)
 
 
 def run_decode(model_dir: Path, benchmark: str, benchmark_settings: dict | None, test_file: Path, sampler_spec: dict,
@@ -106,41 +93,34 @@ def run_decode(model_dir: Path, benchmark: str, benchmark_settings: dict | None,
     """Decode the benchmark's test problems with one sampler; one JSON line per problem with completion and cost.
 
     ``sampler_spec``: a spec of :func:`sbd_core.samplers.sampler_spec`, or a config entry ``{"solver": .., param: ..}``.
-    ``decode_spec``: DecodeConfig keys plus ``timing_repeats`` (default 1): the problems are decoded that many times and
-    the fastest wall time is recorded (short CPU decodes vary by tens of percent between runs; the fastest of a few is
-    the steady figure); the generations stored are the first run's. Every input is checked before the model loads."""
-    from ..decode import DecodeConfig
-    from ..samplers import build_decoder, checked_sampler, decode_mode
+    ``decode_spec``: DecodeConfig keys. Accuracy and forwards only: wall-clock is measured by the speed stage
+    (:mod:`.speed`), paired and repeated; ``total_wall_time_s`` is this job's decode time, recorded, not compared.
+    Every input is checked before the model loads."""
+    from ..samplers import checked_sampler
 
     bench = get_benchmark(benchmark)
     settings = bench.settings(benchmark_settings)
     problems = bench.load(test_file)
     sampler_spec = checked_sampler(sampler_spec)
-    options, timing = decode_options(decode_spec)
+    options = decode_options(decode_spec)
     model, tokenizer = checkpoint.load(model_dir, runtime.device, runtime.dtype)
     prompts = [bench.prompt(p, tokenizer, settings) for p in problems]
-    max_new_tokens, stops = bench.generation(settings)
-    config = DecodeConfig(mode=decode_mode(sampler_spec), max_new_tokens=max_new_tokens, stop_strings=stops,
-                          add_special_tokens=add_special_tokens_for(prompts[0], tokenizer), **options)
-    with user_input(f"model {model_dir}"):  # e.g. SBD decoding of a checkpoint without a mask token
-        decoder = build_decoder(model, tokenizer, config, sampler_spec)  # the spec's mode picks it (a peer: generate)
-    generations, wall_times = timed_decodes(decoder, prompts, timing.timing_repeats, progress)
-    elapsed = min(wall_times)
+    config = decode_config(bench, settings, sampler_spec, options, prompts, tokenizer)
+    decoder = checked_decoder(model, tokenizer, config, sampler_spec, model_dir)
+    start = time.perf_counter()
+    generations = decoder.generate(prompts, progress=progress)
+    elapsed = time.perf_counter() - start
     prompt_tokens = [len(tokenizer(p, add_special_tokens=config.add_special_tokens)["input_ids"]) for p in prompts]
     records = [{"id": p[ID_KEY], "prompt": prompt, "completion": g.text, "token_ids": g.token_ids,
                 "num_tokens": g.num_tokens, "nfe": g.nfe, "tokens_per_forward": g.tokens_per_forward,
-                "stop_reason": g.stop_reason, "wall_time_s": g.wall_time_s, "prompt_tokens": n}
+                "stop_reason": g.stop_reason, "wall_time_s": g.wall_time_s, "prompt_tokens": n,
+                **({} if g.accepted is None else {"accepted": g.accepted, "drafted": g.drafted})}
                for p, prompt, g, n in zip(problems, prompts, generations, prompt_tokens)]
     write_jsonl_atomic(records, out_path)
-    latency = None
-    if timing.latency_problems:
-        subset = prompts[:timing.latency_problems]
-        latency = latency_run(model, tokenizer, config, sampler_spec, subset, generations, timing.timing_repeats)
     record = {"model": str(model_dir), "recipe": _model_recipe(model_dir), "benchmark": benchmark,
               "benchmark_settings": asdict(settings),
               "sampler_spec": sampler_spec, "block_size": config.block_size, "batch_size": decoder.config.batch_size,
-              "engine": config.engine, "runtime": asdict(runtime), "total_wall_time_s": elapsed,
-              "wall_times_s": wall_times, "latency": latency,
+              "engine": decoder.config.engine, "runtime": asdict(runtime), "total_wall_time_s": elapsed,
               "mean_prompt_tokens": sum(prompt_tokens) / max(len(prompt_tokens), 1)}
     write_json_atomic(provenance("decode", record), Path(str(out_path) + ".provenance.json"))
     log.info("decoded %d problems in %.1f s", len(records), elapsed)
@@ -156,9 +136,18 @@ def cost_aggregates(records: list[dict]) -> dict:
             "mean_tokens_per_forward": sum(per_problem) / max(len(per_problem), 1)}
 
 
+def tokens_digest(token_ids: list[int]) -> str:
+    """A short digest of a generation's tokens: two runs wrote the same tokens iff their digests are equal (up to a
+    collision of 64-bit hashes)."""
+    return hashlib.sha256(json.dumps(token_ids).encode()).hexdigest()[:16]
+
+
 def per_problem_costs(per_problem: dict, records: list[dict]) -> dict:
-    """Each problem's verdict with its generation's cost (``nfe``, ``num_tokens``, ``wall_time_s``), by problem id."""
-    costs = {str(r["id"]): {key: r.get(key) for key in ("nfe", "num_tokens", "wall_time_s")} for r in records}
+    """Each problem's verdict with its generation's cost (``nfe``, ``num_tokens``), the digest of its tokens
+    (``tokens_sha``) and, from a verified run, its per-draft ``accepted`` and ``drafted`` lengths; by problem id."""
+    costs = {str(r["id"]): {**{key: r.get(key) for key in ("nfe", "num_tokens")},
+                            **({"tokens_sha": tokens_digest(r["token_ids"])} if "token_ids" in r else {}),
+                            **{key: r[key] for key in ("accepted", "drafted") if key in r}} for r in records}
     return {pid: {**verdict, **costs.get(str(pid), {})} for pid, verdict in per_problem.items()}
 
 
@@ -184,9 +173,8 @@ def score_generations(benchmark: str, generations: Path, data: Path | None = Non
         except (UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
             raise UserError(f"{sidecar}: not the decode stage's provenance record ({type(err).__name__}: {err}); "
                             "remove it, or decode again") from None
-        keys = ("sampler_spec", "recipe", "block_size", "batch_size", "engine", "latency", "mean_prompt_tokens")
+        keys = ("sampler_spec", "recipe", "block_size", "batch_size", "engine", "mean_prompt_tokens")
         result.update({key: decoded.get(key) for key in keys})
-        result["wall_time_s"] = decoded.get("total_wall_time_s")
         if records and all("nfe" in r for r in records) and decoded.get("block_size"):
             result["total_blocks"] = blocks_decoded(records, decoded["block_size"], decoded["sampler_spec"]["mode"])
     return result
@@ -201,9 +189,15 @@ def blocks_decoded(records: list[dict], block_size: int, mode: str) -> int:
 def run_score(benchmark: str, generations: Path, out_path: Path, data: Path | None = None,
               settings: dict | None = None, names: dict | None = None, work_dir: Path | None = None) -> dict:
     """Score stored generations (never decodes again) and write the result, with ``names`` (model, objective,
-    sampler) when the DAG runs it; print one summary line."""
+    sampler) when the DAG runs it; print one summary line. A benchmark's ``sidecars`` (``{name: JSON content}``,
+    e.g. LiveCodeBench's ``eval_all.json``) are written beside it as ``<out stem>_<name>``, their paths recorded."""
     result = {**(names or {}), **score_generations(benchmark, generations, data, settings, work_dir)}
     result["provenance"] = provenance("score", {"generations": str(generations), "data": str(data), **(names or {})})
+    sidecars = result.pop("sidecars", None)
+    if sidecars:
+        result["sidecars"] = {name: str(Path(out_path).with_name(f"{Path(out_path).stem}_{name}")) for name in sidecars}
+        for name, content in sidecars.items():
+            write_json_atomic(content, Path(result["sidecars"][name]))
     write_json_atomic(result, out_path)
     metrics = ", ".join(f"{k} {v:.4f}" for k, v in result["metrics"].items() if isinstance(v, float))
     print(f"{benchmark}: accuracy {result['accuracy']:.4f} on {result['n']} problems ({metrics})")

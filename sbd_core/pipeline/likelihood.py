@@ -13,7 +13,8 @@ model arm on one task, through lm-eval and the ``sbd`` model's NTP ``loglikeliho
   into its members). It writes one score file per (model, arm, task): lm-eval's metrics with their standard errors,
   the headline ``accuracy`` (the task's ``metric``), ``n``, per document the log-likelihood and greedy flag of every
   choice and whether it was answered right (``per_doc``, keyed by lm-eval's task name, each with ``doc_id`` and
-  ``doc_hash``, so arms can be paired question by question), and provenance.
+  ``doc_hash``, so arms can be paired question by question, and the document's ``cluster`` where it has one), and
+  provenance.
 """
 
 from __future__ import annotations
@@ -153,14 +154,18 @@ def _metrics(block: dict) -> dict:
 
 
 def _per_doc(samples: list[dict]) -> list[dict]:
-    """Per document: its id and hash, the right choice's index, each choice's (log-likelihood, greedy) and the
-    document's 0/1 metrics, in document order."""
+    """Per document: its id and hash, the right choice's index, each choice's (log-likelihood, greedy), the
+    document's 0/1 metrics and, where the document names one, its ``cluster`` (a problem family), in document
+    order."""
     out = []
     for sample in sorted(samples, key=lambda s: s["doc_id"]):
         scores = sample["filtered_resps"]
         record = {"doc_id": sample["doc_id"], "doc_hash": sample["doc_hash"], "target": sample["target"],
                   "loglikelihoods": [float(s[0]) for s in scores], "is_greedy": [bool(s[1]) for s in scores]}
         record.update({metric: float(sample[metric]) for metric in sample.get("metrics", []) if metric in sample})
+        cluster = (sample.get("doc") or {}).get("cluster")
+        if isinstance(cluster, str):
+            record["cluster"] = cluster
         out.append(record)
     return out
 

@@ -4,19 +4,23 @@ Speedup conventions (the paper measures speedup as the reduction in forward pass
 
 * ``nfe_speedup``: total NFE of the NTP baseline run (objective ``ntp``, sampler ``ntp``, same model and
   benchmark) divided by the row's total NFE.  It is NaN (with a logged warning) when the baseline is missing.
-* ``wall_speedup``: the NTP baseline's decode wall time divided by the row's (same problems, batch size, hardware).
+* ``wall_speedup``: the NTP baseline's decode time divided by the row's, from the speed stage: the median over rounds
+  of the per-round paired ratio on a subset of the problems, at the decode batch size (``speed``).
 * ``tokens_per_forward``: total generated tokens / total NFE of the row itself.
-* The Table-1 mean speedup columns are arithmetic means of the per-benchmark speedups, as in the paper.
+* The Table-1 mean NFE speedup is the arithmetic mean of the per-benchmark NFE speedups, as in the paper.
 
 Modules: ``scores`` (load/validate score files, ``summarize``), ``tables`` (Table 1, the paper's table, markdown/LaTeX),
 ``paper`` (our runs beside the paper's Table 1), ``table2`` (the likelihood tasks' Table 2 beside the paper's),
 ``figures`` (matplotlib figures: accuracy vs speedup per benchmark, and the paper's Figure 1), ``build``
-(``build_report`` / ``write_report``); ``stats`` (Wilson, bootstrap, McNemar, problems needed), ``intervals``
-(per-problem pairing with the NTP arm, the summary's interval columns), ``seeds`` (final budget, means over fine-tune
-seeds), ``differences`` (the paired differences table and its words), ``curves`` (the paper's Figures 5, 12, 13),
-``plan`` (which of them a run draws; no pandas: the workflow imports it), ``speed`` (wall-clock against eq. 16 from
-measured time(k)).  The names below are re-exported lazily, so ``sbd_core.report.DEFAULT_PAPER_TABLE`` (used by the
-CLI's defaults) needs neither pandas nor matplotlib, which are the optional ``report`` extra.
+(``build_report`` / ``write_report``); ``stats`` (Wilson, design effects of families and seeds, bootstrap,
+problems needed), ``verdicts`` (the one verdict procedure: Newcombe's paired interval, its p values, Holm, the words),
+``intervals`` (per-problem pairing with the NTP arm, the summary's interval columns), ``seeds`` (final budget, means
+over fine-tune seeds), ``differences`` (the paired differences table and its words), ``curves`` (the paper's Figures
+5, 12, 13), ``plan`` (which of them a run draws; no pandas: the workflow imports it), ``speed`` (the speed stage's
+files: wall speedups with intervals over rounds, the A/A control, a rerun's comparison), ``prediction`` (eq. 16 from
+measured time(k) and the widths each run fed, beside the measurement; time(k)'s plausibility).  The names below are
+re-exported lazily, so ``sbd_core.report.DEFAULT_PAPER_TABLE`` (used by the CLI's defaults) needs neither pandas,
+matplotlib nor scipy, which are the optional ``report`` extra.
 
 Usage::
 
@@ -48,7 +52,8 @@ _EXPORTS = {
     **dict.fromkeys(["PAPER_GAMMAS", "PAPER_ROWS", "compare", "comparison_display", "paper_sampler"], "paper"),
     **dict.fromkeys(["FIG_SIZE_IN", "FIG_DPI", "png_size"], "figures"),
     **dict.fromkeys(["SYNTHETIC_NOTE", "build_report", "write_report"], "build"),
-    **dict.fromkeys(["StatsSettings", "wilson_interval", "mcnemar_exact", "problems_to_resolve"], "stats"),
+    **dict.fromkeys(["wilson_interval", "design_effect", "problems_to_resolve"], "stats"),
+    **dict.fromkeys(["paired_comparison", "holm", "verdict"], "verdicts"),
     **dict.fromkeys(["FIGURES", "planned_figures"], "plan"),
     **dict.fromkeys(["DEFAULT_PAPER_TABLE2", "build_table2", "load_likelihood_scores", "table2"], "table2"),
 }

@@ -9,16 +9,20 @@ from typing import Sequence
 import pandas as pd
 
 from ..io_utils import write_bytes_atomic
+from ..settings import StatsSettings
 from . import DEFAULT_PAPER_TABLE, FIGURE1_BENCHMARK, figure1_stem
 from .curves import figure_bytes, sbd_families
-from .differences import statistics_md
+from .differences import ONE_SEED, statistics_md
 from .figures import _figure_bytes, _safe_name, figure1_bytes
+from .lcb import lcb_markdown
+from .lossless import lossless_markdown
 from .paper import compare, comparison_display
 from .peers import peers_markdown
 from .plan import planned_figures
+from .prediction import load_timings, prediction_figure, prediction_markdown, timing_tables
 from .scores import load_scores, summarize
 from .seeds import final_budget, seed_means
-from .speed import load_timings, speed_figure, speed_markdown, timing_tables
+from .speed import floor_line, load_speeds, speed_table, wall_markdown
 from .table2 import build_table2
 from .tables import _table1_display, load_paper_table, paper_table_display, table1, to_latex, to_markdown
 
@@ -30,13 +34,15 @@ SYNTHETIC_NOTE = (
     "8B-model numbers; only runs of the paper's models on the paper's benchmarks can be compared with Table 1."
 )
 DEFINITIONS = (
-    "Cells read `accuracy % [95% interval] (NFE speedup x [interval], wall wall-clock speedup x [interval])` "
-    "(intervals resample the problems; see Differences to the NTP arm). **NFE speedup** = forward passes of the NTP "
+    "Cells read `accuracy % [{level} interval] (NFE speedup x [interval], wall wall-clock speedup x [interval])`: "
+    "Wilson score intervals of the accuracy (problems of one family counted through a design effect), bootstrap "
+    "intervals of the NFE speedups (see Differences to the NTP arm), intervals of the wall speedups over the speed "
+    "stage's rounds (see Wall-clock). **NFE speedup** = forward passes of the NTP "
     "arm (NTP-trained model, NTP decoding, same model and benchmark) / forward passes of the row: the paper's "
-    "measure. **Wall speedup** = decode wall time of the NTP arm / the row's, on the same problems with the same batch "
-    "size and hardware (model loading excluded; on the CPU each decode job has its cores, runtime.decode_threads, "
-    "to itself): what the NFE "
-    "reduction buys on the hardware of this run. Mean speedups are arithmetic means over benchmarks, as the paper's "
+    "measure. **Wall speedup** = the NTP arm's decode time / the row's, measured by the speed stage on a subset of "
+    "the test problems at the decode batch size, alone on the machine: the median over rounds of the per-round "
+    "paired ratio, its interval over rounds, beside the A/A control (see Wall-clock): what the NFE reduction buys "
+    "on the hardware of this run. The mean NFE speedup is the arithmetic mean over benchmarks, as the paper's "
     "Speedup column. **Peers** (NTP / HF generate, NTP / prompt lookup (k)): training-free decoding of the NTP arm "
     "with Hugging Face `generate`, greedy, to show what SBD buys over a free speedup; their NFE counts every forward "
     "of `generate` (its first also prefills the prompt), so HF generate costs the NTP arm's NFE for the same tokens; "
@@ -69,7 +75,8 @@ def _unavailable_md() -> str:
 
 def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, paper_md: str | None,
                figures: list[str], figure1: list[str], paper_figures: list[str], speed_md: str = "",
-               peers_md: str = "") -> str:
+               peers_md: str = "", stats: StatsSettings = StatsSettings(), lossless_md: str = "",
+               floor_md: str = "") -> str:
     """Assemble report.md."""
     models = ", ".join(sorted(summary["model"].unique()))
     benchmarks = ", ".join(f"{bench} ({', '.join(sorted(rows['split'].unique()))} split)"
@@ -77,8 +84,9 @@ def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, 
     parts = ["# SBD benchmark report\n", f"{len(summary)} score files; models: {models}; benchmarks: {benchmarks}.\n"]
     if comparison_md is None:
         parts.append(f"> **Note.** {SYNTHETIC_NOTE}\n")
-    parts += [DEFINITIONS + "\n", "## Reproduction (Table 1 layout)\n", table_md, statistics_md(summary),
-              peers_md, _recipe_md(summary), speed_md]
+    parts += [DEFINITIONS.format(level=f"{100 * stats.confidence:g}%") + "\n", "## Reproduction (Table 1 layout)\n",
+              table_md, floor_md, f"_{_seeds_note(summary)}_\n", statistics_md(summary, stats), peers_md, lossless_md,
+              _recipe_md(summary), speed_md]
     if comparison_md is not None:
         parts += ["## Beside the paper's Table 1 (ours vs paper: difference)\n", comparison_md, _unavailable_md()]
     if paper_md is not None:
@@ -92,6 +100,15 @@ def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, 
         parts.append("## Figures 5, 12, 13: accuracy vs mean NFE across training budgets and solvers\n")
         parts += _figure_links([f"{stem}.png" for stem in paper_figures])
     return "\n".join(parts)
+
+
+def _seeds_note(summary: pd.DataFrame) -> str:
+    """What Table 1's numbers cover: one fine-tune seed, or how the seeds are summed up."""
+    seeds = final_budget(summary)["train_seed"].nunique()
+    if seeds == 1:
+        return ONE_SEED[0].upper() + ONE_SEED[1:] + "."
+    return (f"{seeds} fine-tune seeds: a row per seed, then the mean \u00b1 sample sd over seeds with the accuracy's "
+            "interval over seeds and problems.")
 
 
 def _figure_links(names: list[str]) -> list[str]:
@@ -125,17 +142,22 @@ def _resolve_paper_table(paper_table) -> Path | None:
 
 def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
                  paper_bases: dict[str, str] | None = None, timing_paths: Sequence = (),
-                 likelihood_paths: Sequence = ()) -> dict[str, bytes]:
+                 likelihood_paths: Sequence = (), stats: StatsSettings = StatsSettings(),
+                 speed_paths: Sequence = ()) -> dict[str, bytes]:
     """Compute every report file in memory: {file name: contents}. Nothing is written.
 
     ``paper_bases`` maps our model names to the paper's base-model rows (``{"llama-3.1-8b": "Llama-3.1 8B"}``); with
     it, ``paper_comparison.{csv,md}`` put our runs beside the published Table 1, cell by cell. ``timing_paths``: the
-    timing stage's time(k) files (``<model>.json``), for the eq. 16 predictions and the measured Tables 3-4.
-    ``likelihood_paths`` (the likelihood stage's score files) add ``table2.{csv,md,tex}`` and a Table 2 section
-    (:mod:`.table2`).
+    timing stage's time(k) files (``<model>.json``), for the eq. 16 predictions and the measured Tables 3-4;
+    ``speed_paths``: the speed stage's files (wall-clock: :mod:`.speed`). ``likelihood_paths`` (the likelihood stage's
+    score files) add ``table2.{csv,md,tex}`` and a Table 2 section (:mod:`.table2`). ``stats``: the confidence,
+    equivalence margins and resamples (the config's ``report.stats``).
     """
     timings = load_timings(timing_paths)
-    summary = summarize(load_scores(score_paths), timings)
+    speed_docs = load_speeds(speed_paths)
+    speeds = speed_table(speed_docs, stats.confidence)
+    scores = load_scores(score_paths)
+    summary = summarize(scores, speed_docs, timings, stats)
     final = seed_means(final_budget(summary))  # one row per run of the final budgets: the paper's view
     table = table1(summary)
     disp = _table1_display(table)
@@ -143,8 +165,9 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
         "summary.csv": _csv_bytes(summary),
         "table1.csv": _csv_bytes(table),
         "table1.md": to_markdown(disp).encode(),
-        "table1.tex": to_latex(disp, "SBD reproduction: accuracy % [95% interval] (NFE speedup x [interval], "
-                               "wall-clock speedup x [interval])").encode(),
+        "table1.tex": to_latex(disp, f"SBD reproduction: accuracy % [{100 * stats.confidence:g}% interval] (NFE "
+                               f"speedup x [interval], wall-clock speedup x [interval]). {_seeds_note(summary)}"
+                               ).encode(),
     }
     paper_md = comparison_md = None
     paper_path = _resolve_paper_table(paper_table)
@@ -175,15 +198,21 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
         for fmt, data in figure_bytes(summary, stem).items():
             files[f"{stem}.{fmt}"] = data
     files.update(timing_tables(timings))
-    speed_png = speed_figure(summary)
+    speed_png = prediction_figure(summary)
     if speed_png is not None:
         files.update({f"wall_vs_predicted.{fmt}": data for fmt, data in speed_png.items()})
-    speed_md = speed_markdown(summary, timings) + ("\n" + _figure_links(["wall_vs_predicted.png"])[0]
-                                                    if speed_png is not None else "")
+    speed_md = wall_markdown(summary, speeds) + "\n" + prediction_markdown(summary, timings) + (
+        "\n" + _figure_links(["wall_vs_predicted.png"])[0] if speed_png is not None else "")
+    lossless_md = lossless_markdown(final_budget(summary))
+    if lossless_md:  # its wall speedups, beside the A/A floor
+        lossless_md += "\n" + floor_line(speeds)
     report_md = _report_md(summary, to_markdown(disp), comparison_md, paper_md, figures, figure1, paper_figures,
-                           speed_md, peers_markdown(final))
+                           speed_md, peers_markdown(final, speeds), stats, lossless_md, floor_line(speeds))
+    lcb_md = lcb_markdown(scores)
+    if lcb_md:
+        report_md += "\n" + lcb_md
     if likelihood_paths:
-        table2_files, table2_md = build_table2(likelihood_paths)
+        table2_files, table2_md = build_table2(likelihood_paths, stats=stats)
         files.update(table2_files)
         report_md += "\n" + table2_md
     files["report.md"] = report_md.encode()
@@ -192,13 +221,14 @@ def build_report(score_paths: Sequence, paper_table=DEFAULT_PAPER_TABLE,
 
 def write_report(score_paths: Sequence, out_dir, paper_table=DEFAULT_PAPER_TABLE,
                  paper_bases: dict[str, str] | None = None, timing_paths: Sequence = (),
-                 likelihood_paths: Sequence = ()) -> list[Path]:
+                 likelihood_paths: Sequence = (), stats: StatsSettings = StatsSettings(),
+                 speed_paths: Sequence = ()) -> list[Path]:
     """Build the full report and write it into out_dir; return the paths written.
 
     Everything is rendered in memory first, then each file is written atomically (temp file + os.replace), so a
     failure leaves no half-written output. ``paper_table=None`` skips the paper_table1.* files.
     """
-    files = build_report(score_paths, paper_table, paper_bases, timing_paths, likelihood_paths)
+    files = build_report(score_paths, paper_table, paper_bases, timing_paths, likelihood_paths, stats, speed_paths)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []

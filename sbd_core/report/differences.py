@@ -1,39 +1,46 @@
-"""The report's words on accuracy: each run against the NTP arm on the same problems (paired interval, McNemar p,
-"same accuracy" only where the interval includes 0), and per task how many problems would resolve a 1-point
-difference."""
+"""The report's words on accuracy: each run against the NTP arm on the same problems (the one verdict procedure of
+:mod:`.verdicts`: interval, p values and words), and per task how many problems would show equivalence or resolve a
+1-point difference."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from .intervals import SAME
-from .seeds import SEED_MEAN, final_budget, seed_means
-from .stats import StatsSettings, problems_to_resolve
+from ..settings import StatsSettings
+from .seeds import final_budget
+from .stats import problems_for_equivalence, problems_to_resolve
 from .tables import DASH, _arm_rank, _family_rank, benchmark_order, to_markdown
+from .verdicts import verdict_cell
+
+#: The seed column of the differences table's row over seeds.
+ALL_SEEDS = "all seeds"
+ONE_SEED = "one fine-tune seed: seed variance not included"
 
 
 def difference_cell(rec) -> str:
-    """``-0.5 [-2.0, +1.0] pt, p=0.73: same accuracy`` (points); DASH without a paired comparison."""
+    """A run against the NTP arm of its seed (:func:`.verdicts.verdict_cell`, Holm-adjusted p values); DASH without
+    a paired comparison."""
     if pd.isna(rec["diff_vs_ntp"]):
         return DASH
-    words = rec["accuracy_verdict"]
-    if words != SAME:
-        words = f"{words} by {abs(100 * rec['diff_vs_ntp']):.1f} pt"
-    return (f"{100 * rec['diff_vs_ntp']:+.1f} [{100 * rec['diff_lo']:+.1f}, {100 * rec['diff_hi']:+.1f}] pt, "
-            f"p={rec['mcnemar_p']:.2g}: {words}")
+    return verdict_cell(rec["diff_vs_ntp"], rec["diff_lo"], rec["diff_hi"], rec["diff_p_holm"], rec["equiv_p_holm"],
+                        rec["accuracy_verdict"])
 
 
-def _seed_difference_cell(rec) -> str:
-    """Over seeds: ``mean ± sd pt; same accuracy in 2 of 2 seeds``."""
-    if pd.isna(rec["diff_vs_ntp"]):
+def _seeds_cell(runs: pd.DataFrame) -> str:
+    """A run over its seeds and problems (its seeds' rows), then each seed's difference: ``... pt: equivalent
+    (p=0.01); seeds -0.4, +0.1, -1.2``."""
+    rec = runs.iloc[0]
+    if pd.isna(rec["seeds_diff_lo"]):
         return DASH
-    sd = "" if pd.isna(rec["diff_vs_ntp_sd"]) else f" \u00b1 {100 * rec['diff_vs_ntp_sd']:.1f}"
-    return f"{100 * rec['diff_vs_ntp']:+.1f}{sd} pt; {rec['verdicts']}"
+    cell = verdict_cell(rec["seeds_diff"], rec["seeds_diff_lo"], rec["seeds_diff_hi"], rec["seeds_diff_p_holm"],
+                        rec["seeds_equiv_p_holm"], rec["seeds_accuracy_verdict"])
+    return f"{cell}; seeds {', '.join(f'{100 * d:+.1f}' for d in runs.sort_values('train_seed')['diff_vs_ntp'])}"
 
 
 def differences(summary: pd.DataFrame) -> pd.DataFrame:
     """Each non-NTP-arm run of the final budget against the NTP arm of its seed: one row per (model, objective,
-    sampler[, seed]), one cell per benchmark (see :func:`difference_cell`); a ``mean ± sd`` row over seeds."""
+    sampler[, seed]), one cell per benchmark (see :func:`difference_cell`); with several seeds a last row per run over
+    all of them (seeds, then problems)."""
     final = final_budget(summary)
     final = final[~((final["objective"] == "ntp") & (final["sampler"] == "ntp"))]
     benchmarks = benchmark_order(final["benchmark"].unique())
@@ -41,25 +48,27 @@ def differences(summary: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (model, objective, sampler), grp in final.groupby(["model", "objective", "sampler"], sort=False):
         base = {"model": model, "objective": objective, "sampler": sampler, "family": grp["family"].iloc[0]}
-        parts = [(seed, runs, difference_cell) for seed, runs in grp.groupby("train_seed")]
-        if several:
-            parts.append((SEED_MEAN, seed_means(grp), _seed_difference_cell))
-        for seed, runs, cell in parts:
+        for seed, runs in grp.groupby("train_seed"):
             by = runs.set_index("benchmark")
-            rows.append({**base, "seed": seed, **{b: cell(by.loc[b]) if b in by.index else DASH for b in benchmarks}})
+            rows.append({**base, "seed": seed,
+                         **{b: difference_cell(by.loc[b]) if b in by.index else DASH for b in benchmarks}})
+        if several:
+            by = dict(list(grp.groupby("benchmark")))
+            rows.append({**base, "seed": ALL_SEEDS, **{b: _seeds_cell(by[b]) if b in by else DASH for b in benchmarks}})
     columns = ["model", "objective", "sampler"] + (["seed"] if several else []) + benchmarks
     if not rows:
         return pd.DataFrame(columns=columns)
     table = pd.DataFrame(rows)
     order = sorted(range(len(table)), key=lambda i: (
         table.at[i, "model"], _arm_rank(table.at[i, "objective"], table.at[i, "sampler"]),
-        _family_rank(table.at[i, "family"]), table.at[i, "sampler"], table.at[i, "seed"] == SEED_MEAN))
+        _family_rank(table.at[i, "family"]), table.at[i, "sampler"], table.at[i, "seed"] == ALL_SEEDS))
     return table.iloc[order][columns].reset_index(drop=True).astype(str)
 
 
 def resolution_lines(summary: pd.DataFrame, settings: StatsSettings = StatsSettings()) -> list[str]:
-    """Per benchmark: its problems, the widest paired interval, and the problems a 1-point difference needs at the
-    largest discordance rate of any comparison (or at the least rate that admits one, when every rate is lower)."""
+    """Per benchmark: its problems, the widest paired interval, the problems that would show equivalence within the
+    margin (true difference 0) and resolve a 1-point difference, at the largest discordance rate of any comparison
+    (or, for the difference, at the least rate that admits one when every rate is lower)."""
     final = final_budget(summary)
     paired = final[final["diff_vs_ntp"].notna()]
     lines = []
@@ -69,35 +78,55 @@ def resolution_lines(summary: pd.DataFrame, settings: StatsSettings = StatsSetti
         n = int(rows["n_problems"].max())
         rate = float(((rows["n_better"] + rows["n_worse"]) / rows["n_problems"]).max())
         width = float((rows["diff_hi"] - rows["diff_lo"]).max()) / 2
+        margin = settings.margin(bench)
+        equivalent = problems_for_equivalence(rate, margin, settings.confidence, settings.power)
         needed = problems_to_resolve(max(rate, settings.resolve), settings.resolve, settings.confidence,
                                      settings.power)
-        basis = (f"at the largest discordance rate observed here ({100 * rate:.1f}% of problems decided differently "
-                 "from the NTP arm)" if rate >= settings.resolve else
-                 f"at a discordance rate of {100 * settings.resolve:g}%, the least that admits such a difference "
-                 f"(observed at most {100 * rate:.1f}%: a lower bound)")
-        lines.append(f"- **{bench}**: {n:,} problems; paired intervals up to \u00b1{100 * width:.1f} pt wide. A "
-                     f"{points} difference would be resolved (McNemar, {100 * settings.confidence:g}% two-sided, "
-                     f"{100 * settings.power:g}% power) by about **{needed:,} problems** {basis}.")
+        basis = ("" if rate >= settings.resolve else
+                 f" (at a discordance rate of {100 * settings.resolve:g}%, the least that admits such a difference: "
+                 "a lower bound)")
+        lines.append(f"- **{bench}**: {n:,} problems; paired intervals up to about \u00b1{100 * width:.1f} pt wide; "
+                     f"{100 * rate:.1f}% of problems at most decided differently from the NTP arm. At that rate, "
+                     f"equivalence within \u00b1{100 * margin:g} pt of a run with no true difference would be shown "
+                     f"with {100 * settings.power:g}% power by about **{equivalent:,} problems**, and a {points} "
+                     f"difference resolved (McNemar, {100 * settings.confidence:g}% two-sided) by about "
+                     f"**{needed:,} problems**{basis}.")
     return lines
 
 
 def statistics_md(summary: pd.DataFrame, settings: StatsSettings = StatsSettings()) -> str:
-    """The report's statistics section: the methods, the differences table and the resolution per task."""
+    """The report's statistics section: the procedure (margin and correction stated once), the differences table
+    and the problems per task."""
     table = differences(summary)
+    final = final_budget(summary)
+    margins = sorted({f"\u00b1{100 * settings.margin(b):g} pt" for b in final["benchmark"].unique()})
+    n_tests = int(final.groupby("train_seed")["diff_p"].count().max()) if len(final) else 0
+    seeds = final["train_seed"].nunique()
     parts = [
         "## Differences to the NTP arm\n",
-        f"Accuracy intervals are {100 * settings.confidence:g}% Wilson score intervals over the problems; "
-        "differences are to the NTP arm (NTP objective, NTP decoding) of the same model, fine-tune seed and budget "
-        f"on the same problems: a paired bootstrap percentile interval ({settings.n_boot:,} resamples of the "
-        f"problems, seed {settings.seed}) and an exact McNemar test on the problems the two decide differently. "
-        "Speedup intervals resample the problems the same way (the ratio of totals on each resample). A cell says "
-        "**same accuracy** only where the paired interval includes 0, which is not a proof of equality: the "
-        "interval is how large a difference the problems can hide.\n",
+        f"Each run against the NTP arm (NTP objective, NTP decoding) of the same model, fine-tune seed and budget on "
+        f"the same problems: the difference in points with its {100 * settings.confidence:g}% paired score interval "
+        "(Newcombe 1998, method 10; problems of one family counted through a design effect), then the verdict: "
+        f"**equivalent** when the interval lies inside the equivalence margin ({', '.join(margins) or DASH}), "
+        "**lower** or **higher** when it excludes 0, both when both hold, **inconclusive** when neither does. Each "
+        "claim carries its p value (the least alpha at which the interval makes the claim). The p values and words "
+        f"are corrected by Holm's method over each seed's {n_tests} comparisons (separately for the "
+        "differences and the equivalences), so a cell whose interval excludes 0 reads inconclusive when its "
+        f"corrected p is not below {settings.alpha:g}; the intervals are per comparison. NFE speedup intervals are a "
+        f"bootstrap ({settings.n_boot:,} resamples, seed {settings.seed}) of the problems, of whole families where a "
+        "task has them (the ratio of totals on each resample; wall speedups have intervals over the speed stage's "
+        "rounds instead, see Wall-clock). Method and margin: docs/statistics.md.\n",
     ]
+    if seeds == 1:
+        parts.append(f"_{ONE_SEED[0].upper()}{ONE_SEED[1:]}: the intervals cover which problems were drawn, not a "
+                     "second fine-tune._\n")
+    else:
+        parts.append(f"{seeds} fine-tune seeds: each seed's row, then **{ALL_SEEDS}**: the difference averaged over "
+                     "the seeds with an interval over seeds, then problems (between-seed variance plus the problems' "
+                     "variance: docs/statistics.md), corrected by Holm over the runs, and each seed's difference.\n")
     if len(table):
         parts.append(to_markdown(table))
     lines = resolution_lines(summary, settings)
     if lines:
-        parts += [f"### Problems needed to resolve a {100 * settings.resolve:g}-point difference\n",
-                  "\n".join(lines) + "\n"]
+        parts += ["### Problems a task needs\n", "\n".join(lines) + "\n"]
     return "\n".join(parts)

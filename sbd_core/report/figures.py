@@ -93,14 +93,17 @@ def figure1_bytes(summary: pd.DataFrame, model: str, benchmark: str = "lcbv6") -
 
 
 def _plot_families(ax, sub: pd.DataFrame, prefix: str, markers: str) -> None:
-    """One line+markers curve per (objective, solver family) of the block samplers, points sorted by speedup."""
+    """One line+markers curve per (objective, solver family) of the block samplers, points sorted by speedup; a family of
+    lossless runs (verified, checked against NTP mode: :mod:`.lossless`) is dashed with hollow markers."""
     blocks = sub[sub["mode"] == "sbd"].dropna(subset=["nfe_speedup"])
     curves = sorted({(o, f) for o, f in zip(blocks["objective"], blocks["family"])},
                     key=lambda of: (of[0], _family_rank(of[1])))
     for i, (objective, family) in enumerate(curves):
         pts = blocks[(blocks["objective"] == objective) & (blocks["family"] == family)].sort_values("nfe_speedup")
-        ax.plot(pts["nfe_speedup"], 100 * pts["accuracy"], marker=markers[i % len(markers)], linestyle="-",
-                label=f"{prefix}{objective} model, {family}")
+        lossless = (pts["lossless"] == "yes").all()  # verified runs that wrote NTP mode's tokens: dashed, hollow
+        ax.plot(pts["nfe_speedup"], 100 * pts["accuracy"], marker=markers[i % len(markers)],
+                linestyle="--" if lossless else "-", markerfacecolor="none" if lossless else None,
+                label=f"{prefix}{objective} model, {family}" + (" (lossless)" if lossless else ""))
         for x, y, tag in zip(pts["nfe_speedup"], 100 * pts["accuracy"], pts["sampler"]):  # tag: the setting
             setting = tag[len(family) + 1:] if tag.startswith(f"{family}-") else tag
             ax.annotate(setting, (x, y), textcoords="offset points", xytext=(3, 4), fontsize=7)

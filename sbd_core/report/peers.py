@@ -3,16 +3,21 @@ beside the NTP arm and every block-decoding run, per model and benchmark: what S
 
 Columns: accuracy, tokens per forward (generated tokens / forwards actually run), NFE speedup, wall speedup at the
 configured batch size (prompt lookup runs at batch 1: transformers' limit) and latency speedup at batch 1 (the fair
-comparison for prompt lookup), all against the NTP arm of the same model and benchmark. Rows are the final budget's
-runs, averaged over fine-tune seeds (:func:`sbd_core.report.seeds.seed_means`).
+comparison for prompt lookup), all against the NTP arm of the same model and benchmark, both from the speed stage
+(:mod:`.speed`, with the A/A floor beside them). Rows are the final budget's runs, averaged over fine-tune seeds
+(:func:`sbd_core.report.seeds.seed_means`).
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-def peers_markdown(final: pd.DataFrame) -> str:
-    """The section (empty when the run decoded no peer); ``final``: one summary row per run (seed means)."""
+from .speed import floor_line
+
+
+def peers_markdown(final: pd.DataFrame, speeds: pd.DataFrame) -> str:
+    """The section (empty when the run decoded no peer); ``final``: one summary row per run (seed means); ``speeds``:
+    the speed table (its A/A control)."""
     from ..samplers import PEER_MODE  # imported here, as scores.run_label does: the report loads the solvers lazily
 
     if not (final["mode"] == PEER_MODE).any():
@@ -25,16 +30,22 @@ def peers_markdown(final: pd.DataFrame) -> str:
              "| tokens/s |", "|---|---|---|---|---|---|---|---|---|"]
     for r in shown.itertuples(index=False):
         lines.append(f"| {r.model} | {r.benchmark} | {r.label} | {100 * r.accuracy:.1f} | {r.tokens_per_forward:.2f} "
-                     f"| {_x(r.nfe_speedup)} | {_x(r.wall_speedup)} ({_batch(r.batch_size)}) | {_x(r.latency_speedup)} "
-                     f"| {_num(r.tokens_per_s)} |")
-    lines.append("\nAll speedups against the NTP arm (NTP model, NTP decoding) of the same model and benchmark. wall x: "
-                 "decode time at the run's batch size (in brackets; prompt lookup decodes one problem at a time); "
-                 "latency x: the first `decode.latency_problems` problems one at a time on both sides (- without a "
-                 "latency run). Tokens / forward: generated tokens / forwards actually run (counted on the model).")
+                     f"| {x_text(r.nfe_speedup)} | {x_text(r.wall_speedup)} ({_batch(r.batch_size)}) "
+                     f"| {x_text(r.latency_speedup)} | {_num(r.tokens_per_s)} |")
+    lines.append("\nAll speedups against the NTP arm (NTP model, NTP decoding) of the same model and benchmark. "
+                 "wall x: the speed stage's decode time at the run's batch size (in brackets; prompt lookup decodes one "
+                 "problem at a time); latency x: the speed stage's problems one at a time on both sides (- without a "
+                 "speed stage); medians over rounds (intervals: Wall-clock). Tokens / forward: generated tokens / "
+                 "forwards actually run (counted on the model). Two kinds of lossless speedup: prompt lookup drafts "
+                 "from the text and keeps what the NTP arm's greedy decoding would write; a run marked (lossless) "
+                 "drafts SBD blocks and keeps what the SBD arm's own NTP mode would write (checked problem by problem: "
+                 "Lossless SBD).\n")
+    lines.append(floor_line(speeds))
     return "\n".join(lines) + "\n"
 
 
-def _x(value) -> str:
+def x_text(value) -> str:
+    """A speedup as ``2.31x`` (``-`` when absent)."""
     return "-" if pd.isna(value) else f"{value:.2f}x"
 
 

@@ -3,7 +3,7 @@
 A score file (``python -m sbd_core score``) names its run (``model``, ``objective``, ``sampler``, ``benchmark``; from
 the DAG also ``train_seed`` and ``train_steps``), the ``split`` its problems come from (``test``, or a synthetic task's
 ``dev``) and holds the benchmark's ``accuracy`` and ``metrics``, the decode cost
-(``n_problems``, ``total_nfe``, ``total_tokens``, ``wall_time_s``), the ``sampler_spec`` (``{mode, solver, params,
+(``n_problems``, ``total_nfe``, ``total_tokens``), the ``sampler_spec`` (``{mode, solver, params,
 family, tag}``), the model's ``recipe`` and ``per_problem`` verdicts and costs (the intervals: :mod:`.intervals`).
 """
 
@@ -18,8 +18,11 @@ import pandas as pd
 
 from ..errors import UserError
 from ..io_utils import read_json_object
+from ..settings import StatsSettings
 from .intervals import INTERVAL_COLUMNS, PAIR_COLUMNS, PairingError, add_intervals, problems_of
-from .speed import add_speed_columns
+from .lossless import LOSSLESS_COLUMNS, NotLossless, acceptance, digests, lossless_labels
+from .prediction import PREDICTION_COLUMNS, add_prediction_columns, prediction_table
+from .speed import SPEED_COLUMNS, add_wall_columns, speed_table
 
 logger = logging.getLogger(__package__)  # "sbd_core.report": one logger for the whole package
 
@@ -33,11 +36,11 @@ KEY_COLUMNS = ["model", "objective", "train_seed", "train_steps", "sampler", "be
 SUMMARY_COLUMNS = [
     "model", "objective", "train_seed", "train_steps", "sampler", "label", "family", "benchmark", "split", "accuracy",
     "nfe_speedup", "wall_speedup",
-    "tokens_per_forward", "mean_tokens_per_forward", "mean_nfe", "total_nfe", "total_tokens", "wall_time_s",
-    "n_problems", "block_size", "batch_size", "solver", "departures",
-    # wall-clock against the roofline (sbd_core.report.speed)
-    "mode", "latency_speedup", "tokens_per_s", "forwards_per_block", "predicted_speedup", "latency_problems",
-    "latency_decode_s", "total_blocks", "mean_prompt_tokens",
+    "tokens_per_forward", "mean_tokens_per_forward", "mean_nfe", "total_nfe", "total_tokens",
+    "n_problems", "block_size", "batch_size", "solver", "departures", "mode", "total_blocks", "mean_prompt_tokens",
+    "engine",
+    # verified runs (sbd_core.report.lossless)
+    *LOSSLESS_COLUMNS,
 ]
 
 
@@ -124,20 +127,15 @@ def _score_row(path: Path, data: dict) -> dict:
         accuracy=float(data["accuracy"]), n_problems=int(data["n_problems"]), total_nfe=int(data["total_nfe"]),
         total_tokens=int(data["total_tokens"]), mean_nfe=data["total_nfe"] / max(data["n_problems"], 1),
         tokens_per_forward=data["total_tokens"] / data["total_nfe"],
-        mean_tokens_per_forward=_num(data.get("mean_tokens_per_forward")), wall_time_s=_num(data.get("wall_time_s")),
-        block_size=_num(data.get("block_size")), batch_size=_num(data.get("batch_size")), family=spec["family"],
+        mean_tokens_per_forward=_num(data.get("mean_tokens_per_forward")), block_size=_num(data.get("block_size")),
+        batch_size=_num(data.get("batch_size")), family=spec["family"],
         solver=spec["solver"], params=dict(spec.get("params") or {}), departures=departures_text(data.get("recipe")),
-        metrics=dict(data.get("metrics") or {}), path=str(path),
+        metrics=dict(data.get("metrics") or {}), path=str(path), lcb=data.get("lcb"),
         total_blocks=_num(data.get("total_blocks")), mean_prompt_tokens=_num(data.get("mean_prompt_tokens")),
-        **_latency(data.get("latency")),
+        engine=data.get("engine") or "", digests=digests(data.get("per_problem")),
+        **acceptance(data.get("per_problem")),
     )
     return row
-
-
-def _latency(latency: dict | None) -> dict:
-    """The decode stage's batch-1 latency run as columns (NaN without one)."""
-    latency = latency or {}
-    return {"latency_problems": _num(latency.get("problems")), "latency_decode_s": _num(latency.get("decode_time_s"))}
 
 
 def load_scores(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
@@ -168,17 +166,10 @@ def is_baseline(df: pd.DataFrame) -> pd.Series:
 
 
 def _speedups(out: pd.DataFrame) -> pd.DataFrame:
-    """Add nfe_speedup, wall_speedup and latency_speedup against the NTP arm of the same model, fine-tune seed, budget
-    and benchmark."""
-    base = out.loc[is_baseline(out), PAIR_COLUMNS + ["total_nfe", "wall_time_s", "latency_decode_s",
-                                                     "latency_problems"]]
-    base = base.rename(columns={"total_nfe": "_base_nfe", "wall_time_s": "_base_wall",
-                                "latency_decode_s": "_base_latency", "latency_problems": "_base_latency_problems"})
+    """Add nfe_speedup against the NTP arm of the same model, fine-tune seed, budget and benchmark."""
+    base = out.loc[is_baseline(out), PAIR_COLUMNS + ["total_nfe"]].rename(columns={"total_nfe": "_base_nfe"})
     out = out.merge(base, on=PAIR_COLUMNS, how="left")
     out["nfe_speedup"] = out["_base_nfe"] / out["total_nfe"]
-    out["wall_speedup"] = out["_base_wall"] / out["wall_time_s"]
-    same = out["latency_problems"] == out["_base_latency_problems"]  # the same first problems, one at a time
-    out["latency_speedup"] = (out["_base_latency"] / out["latency_decode_s"]).where(same)
     for model, seed, steps, bench in sorted(out.loc[out["_base_nfe"].isna(), PAIR_COLUMNS].drop_duplicates()
                                             .itertuples(index=False)):
         logger.warning("no NTP baseline (objective=ntp, sampler=ntp) for model=%r train_seed=%d train_steps=%d "
@@ -186,27 +177,35 @@ def _speedups(out: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def summarize(df: pd.DataFrame, timings: dict | None = None) -> pd.DataFrame:
+def summarize(df: pd.DataFrame, speed_docs: list[dict] = (), timings: dict | None = None,
+              stats: StatsSettings = StatsSettings()) -> pd.DataFrame:
     """One row per score file (:data:`KEY_COLUMNS`): accuracy (fraction), speedups, cost, the intervals and paired
-    differences of :mod:`.intervals`, the sampler's parameters as columns (``gamma``, ``proxy``, ``threshold``, ...)
-    and the benchmark's metrics as ``metric_*``.
+    differences of :mod:`.intervals`, the wall-clock of the speed stage, the sampler's parameters as columns
+    (``gamma``, ``proxy``, ``threshold``, ...) and the benchmark's metrics as ``metric_*``.
 
-    ``nfe_speedup`` = the NTP arm's total NFE / the row's total NFE; ``wall_speedup`` = the NTP arm's decode wall time /
-    the row's (same model, seed, budget, benchmark, problems and batch size); both NaN, with a logged warning, without
-    that arm. ScoreFileError when a row and its NTP arm do not hold the same problems. ``timings`` (``{model:
-    time(k)}``) gives the eq. 16 predictions (:mod:`sbd_core.report.speed`).
+    ``nfe_speedup`` = the NTP arm's total NFE / the row's total NFE (NaN, with a logged warning, without that arm);
+    ScoreFileError when a row and its NTP arm do not hold the same problems, or a verified run's tokens differ from its
+    arm's NTP decoding (:mod:`.lossless`, which adds the ``lossless`` and acceptance columns). ``speed_docs``: the
+    speed stage's files (``wall_speedup`` and the columns of :mod:`.speed`: NaN for a run they do not time);
+    ``timings`` (``{model: time(k)}``) gives the eq. 16 predictions on their problems (:mod:`.prediction`); ``stats``:
+    how the intervals are made.
     """
     try:
-        out = add_intervals(add_speed_columns(_speedups(df.copy()), timings or {}))
-    except PairingError as err:
+        out = add_intervals(_speedups(df.copy()), stats)
+        out["lossless"] = lossless_labels(out)
+    except (PairingError, NotLossless) as err:
         raise ScoreFileError(str(err)) from None
+    out.loc[out["lossless"] == "yes", "label"] += " (lossless)"
+    out = add_wall_columns(out, speed_table(list(speed_docs), stats.confidence))
+    out = add_prediction_columns(out, prediction_table(list(speed_docs), timings or {}, stats.confidence))
     param_names = sorted({k for p in out["params"] for k in p})
     for name in param_names:
         out[name] = [p.get(name) for p in out["params"]]
     metric_names = sorted({k for m in out["metrics"] for k in m if _is_number(m[k])})
     for name in metric_names:
         out[f"metric_{name}"] = [_num(m.get(name)) if _is_number(m.get(name)) else float("nan") for m in out["metrics"]]
-    cols = SUMMARY_COLUMNS + INTERVAL_COLUMNS + param_names + [f"metric_{n}" for n in metric_names]
+    cols = (SUMMARY_COLUMNS + INTERVAL_COLUMNS + SPEED_COLUMNS + PREDICTION_COLUMNS + param_names
+            + [f"metric_{n}" for n in metric_names])
     return out[cols].sort_values(KEY_COLUMNS, kind="stable").reset_index(drop=True)
 
 

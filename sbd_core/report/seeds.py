@@ -4,19 +4,20 @@ spread over seeds of each run, and how their cells read.
 A summary row is one (model, objective, train_seed, train_steps, sampler, benchmark). Table 1 and the paper
 comparison use the final budget of each model (its largest ``train_steps``; intermediate checkpoints of
 ``finetune.eval_at_steps`` go to Figure 5); with several seeds, each seed is a row and a last row gives the mean and
-the sample standard deviation over seeds.
+the sample standard deviation over seeds, and the accuracy's interval over seeds and problems (``seeds_accuracy_lo``
+and ``_hi`` of :mod:`.intervals`).
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
 
 import pandas as pd
 
+from .intervals import RUN_COLUMNS
+
 #: The columns averaged over seeds (the others are the run's identity or its settings).
 AVERAGED = ["accuracy", "nfe_speedup", "wall_speedup", "mean_nfe", "tokens_per_forward", "diff_vs_ntp"]
-RUN_COLUMNS = ["model", "objective", "train_steps", "sampler", "benchmark"]
 SEED_MEAN = "mean \u00b1 sd"  # the seed column of a table's row over seeds
 
 
@@ -28,8 +29,8 @@ def final_budget(summary: pd.DataFrame) -> pd.DataFrame:
 
 def seed_means(summary: pd.DataFrame) -> pd.DataFrame:
     """One row per run over its seeds: the mean of :data:`AVERAGED` (``<name>_sd``: sample standard deviation over
-    seeds, NaN with one seed), ``n_seeds``, the seeds' verdicts counted, and the run's other columns from its first
-    seed."""
+    seeds, NaN with one seed) and the run's other columns from its first seed (``seeds_*``: the same in every seed's
+    row)."""
     rows = []
     for _, grp in summary.groupby(RUN_COLUMNS, sort=False):
         row = grp.iloc[0].to_dict()
@@ -37,19 +38,8 @@ def seed_means(summary: pd.DataFrame) -> pd.DataFrame:
             values = grp[col].dropna() if col in grp else pd.Series(dtype=float)
             row[col] = float(values.mean()) if len(values) else math.nan
             row[f"{col}_sd"] = float(values.std(ddof=1)) if len(values) > 1 else math.nan
-        row["n_seeds"] = grp["train_seed"].nunique()
-        row["verdicts"] = verdict_counts(grp["accuracy_verdict"]) if "accuracy_verdict" in grp else ""
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def verdict_counts(verdicts: pd.Series) -> str:
-    """``same accuracy in 2 of 3 seeds, lower in 1`` (most frequent first; empty when no seed has a verdict)."""
-    counts = sorted(Counter(v for v in verdicts if v).items(), key=lambda kv: (-kv[1], kv[0]))
-    if not counts:
-        return ""
-    (first, n), *rest = counts
-    return ", ".join([f"{first} in {n} of {len(verdicts)} seeds"] + [f"{name} in {k}" for name, k in rest])
 
 
 def _spread(mean: float, sd: float, scale: float, fmt: str, unit: str = "") -> str:
@@ -59,8 +49,11 @@ def _spread(mean: float, sd: float, scale: float, fmt: str, unit: str = "") -> s
 
 
 def seed_cell(rec) -> str:
-    """A run's cell over seeds: ``mean ± sd (NFE speedup x ± sd, wall W x ± sd)``."""
+    """A run's cell over seeds: ``mean ± sd [interval over seeds and problems] (NFE speedup x ± sd, wall W x ±
+    sd)``."""
     acc = _spread(rec["accuracy"], rec["accuracy_sd"], 100.0, ".1f")
+    if not pd.isna(rec.get("seeds_accuracy_lo")):
+        acc += f" [{100 * rec['seeds_accuracy_lo']:.1f}, {100 * rec['seeds_accuracy_hi']:.1f}]"
     nfe = _spread(rec["nfe_speedup"], rec["nfe_speedup_sd"], 1.0, ".2f", "x")
     wall = _spread(rec["wall_speedup"], rec["wall_speedup_sd"], 1.0, ".2f", "x")
     return f"{acc} ({nfe}, wall {wall})"

@@ -1,124 +1,192 @@
-"""Wall-clock against the roofline: every run's measured speedups beside the paper's eq. 16 from measured time(k).
+"""Wall-clock in the report: the speed stage's files (:mod:`sbd_core.pipeline.speed`, one per model and benchmark) as
+speedups with intervals over rounds, the A/A control as the machine's noise floor, and a rerun's comparison.
 
-Per run (a summary row):
+Per summary row (the speed file's row of the same model, benchmark, objective, fine-tune seed, budget and sampler):
 
-* ``latency_speedup``: the NTP arm's decode time / the run's, decoding the same first problems one at a time
-  (batch 1, prompts' prefill excluded: what eq. 16 models);
-* ``wall_speedup`` and ``tokens_per_s``: the same at the configured batch size (throughput);
-* ``forwards_per_block`` (l): the run's forwards / the blocks it decoded;
-* ``predicted_speedup``: eq. 16 with the run's own l and the engine's measured step times at batch 1 and the run's
-  mean cache length (``python -m sbd_core timing``): ``NFE speedup x l T_ntp(1) / (T_refeed(2k) + (l - 1) T_block(k))``
-  (the NTP arm's forwards per token against the run's; for the paper's same-length case this is exactly
-  ``k T(1) / (T(2k) + (l - 1) T(k))``). NaN where no time(k) file covers the run (or for peers: no block decoding).
+* ``wall_speedup`` (``_lo``, ``_hi``): at the decode batch size, the median over rounds of the per-round paired ratio
+  ``reference time / row time`` (the reference: the NTP arm of the same seed and budget), with its order-statistic
+  interval over rounds (:mod:`sbd_core.rounds`); ``latency_speedup``: the same at batch 1; ``decode_speedup``: batch 1
+  with every decode's prefill subtracted (what eq. 16 models); ``wall_words`` / ``latency_words``: ``no measurable
+  difference`` where the interval includes 1, else faster / slower;
+* ``tokens_per_s``: the row's tokens on the subset / its median wall time at the decode batch size;
+* ``speed_level``, ``speed_rounds``, ``speed_problems``, ``speed_batch``: the intervals' coverage, the rounds, the
+  subset's size and the batch size.
 """
 
 from __future__ import annotations
 
-import logging
-from functools import partial
+import math
+import statistics
 from pathlib import Path
 
 import pandas as pd
 
-from .. import roofline
+from ..errors import UserError
+from ..io_utils import read_json_object
+from ..rounds import NAN_INTERVAL, RoundInterval, interval_text, paired_ratio, ratio_words
 
-logger = logging.getLogger(__package__)
-
-SPEED_COLUMNS = ["latency_speedup", "tokens_per_s", "forwards_per_block", "predicted_speedup"]
-
-
-def load_timings(paths) -> dict[str, roofline.Timing]:
-    """``{model name: time(k)}`` from the timing stage's files (the file's stem names the model)."""
-    return {Path(p).stem: roofline.load_timing(p) for p in paths or ()}
+SPEED_KEYS = ["model", "benchmark", "objective", "train_seed", "train_steps", "sampler"]
+SPEED_COLUMNS = ["wall_speedup_lo", "wall_speedup_hi", "wall_words", "latency_speedup", "latency_speedup_lo",
+                 "latency_speedup_hi", "latency_words", "decode_speedup", "decode_speedup_lo", "decode_speedup_hi",
+                 "tokens_per_s", "speed_level", "speed_rounds", "speed_problems", "speed_batch"]
 
 
-def predicted(row, timing: roofline.Timing | None) -> float:
-    """Eq. 16 for one summary row at batch 1 (module docstring); NaN when it cannot be read off ``timing``."""
-    if timing is None or pd.isna(row["nfe_speedup"]):
-        return float("nan")
-    if row["mode"] == "ntp":
-        return float(row["nfe_speedup"])  # one token per forward on both sides
-    if row["mode"] != "sbd" or pd.isna(row["forwards_per_block"]):
-        return float("nan")
-    k, l_mean = int(row["block_size"]), float(row["forwards_per_block"])
-    kv = int(round(row["mean_prompt_tokens"] + row["total_tokens"] / max(row["n_problems"], 1) / 2))
-    time_fn = partial(roofline.measured_time, timing)
-    refeed = partial(roofline.measured_time, timing, refeed=True) if timing.refeeds else None
-    try:
-        per_forward = roofline.predicted_speedup(time_fn, k, min(max(l_mean, 1.0), k), 1, kv, refeed) * l_mean / k
-    except roofline.RooflineInputError as err:
-        logger.warning("no eq. 16 prediction for %s/%s/%s/%s: %s", row["model"], row["objective"], row["sampler"],
-                       row["benchmark"], err)
-        return float("nan")
-    return float(row["nfe_speedup"]) * per_forward
+class SpeedFileError(UserError):
+    """A speed file is unreadable or does not follow the ``sbd_speed`` format."""
 
 
-def add_speed_columns(summary: pd.DataFrame, timings: dict[str, roofline.Timing]) -> pd.DataFrame:
-    """``summary`` with :data:`SPEED_COLUMNS` filled in (it carries the raw latency and block columns)."""
-    out = summary.copy()
-    out["tokens_per_s"] = out["total_tokens"] / out["wall_time_s"]
-    blocks = out["total_blocks"].where(out["total_blocks"] > 0)
-    out["forwards_per_block"] = (out["total_nfe"] / blocks).where(out["mode"] == "sbd")
-    out["predicted_speedup"] = [predicted(row, timings.get(row["model"])) for _, row in out.iterrows()]
+def load_speeds(paths) -> list[dict]:
+    """The speed stage's files, each checked for the fields the report reads."""
+    docs = []
+    for path in paths or ():
+        doc = read_json_object(path, "speed file", SpeedFileError)
+        if doc.get("kind") != "sbd_speed" or not isinstance(doc.get("rows"), list) or not isinstance(
+                doc.get("runs"), list):
+            raise SpeedFileError(f"speed file {path}: not a file of the speed stage (kind sbd_speed with rows and "
+                                 "runs)")
+        docs.append({**doc, "path": str(path)})
+    return docs
+
+
+def round_times(doc: dict, prefill: bool = False) -> dict[tuple[str, int], list[float]]:
+    """``{(row, batch): seconds per round, in round order}`` (``prefill``: with each decode's prefill subtracted)."""
+    times: dict = {}
+    for run in sorted(doc["runs"], key=lambda r: r["round"]):
+        subtract = (run.get("prefill_s") or 0.0) if prefill else 0.0
+        times.setdefault((run["row"], run["batch"]), []).append(run["wall_s"] - subtract)
+    return times
+
+
+def batches(doc: dict) -> list[int]:
+    """The batch sizes the file measured (1 and the decode batch size)."""
+    return sorted({run["batch"] for run in doc["runs"]})
+
+
+def row_speedups(doc: dict, confidence: float = 0.95) -> dict[str, dict]:
+    """``{row name: {"wall": {batch: interval}, "decode": {batch: interval}, "seconds": {batch: median}}}``: each
+    row's paired speedups over its reference (module docstring)."""
+    walls, decodes = round_times(doc), round_times(doc, prefill=True)
+    out = {}
+    for row in doc["rows"]:
+        name, ref = row["name"], row["reference"]
+        out[name] = {kind: {b: paired_ratio(times.get((ref, b), []), times.get((name, b), []), confidence)
+                            for b in batches(doc)} for kind, times in (("wall", walls), ("decode", decodes))}
+        out[name]["seconds"] = {b: _median(walls.get((name, b), [])) for b in batches(doc)}
     return out
 
 
-def speed_markdown(summary: pd.DataFrame, timings: dict[str, roofline.Timing]) -> str:
-    """The report's section: measured against predicted per run, and how the time(k) was measured."""
-    rows = summary.dropna(subset=["latency_speedup", "predicted_speedup"])
-    lines = ["## Wall-clock against the roofline (eq. 16 from measured time(k))\n"]
-    for name, timing in sorted(timings.items()):
-        lines.append(f"- {name}: time(k) measured on {timing.device_name} ({timing.device}, {timing.dtype}), median "
-                     f"of {timing.repeats} after {timing.warmup} warm-up steps ({timing.path}).")
-    if rows.empty:
-        lines.append("\nNo run has both a batch-1 latency measurement (`decode.latency_problems`) and a time(k) file.\n")
-        return "\n".join(lines) + "\n"
-    lines += ["", "| model | objective / sampler | benchmark | NFE x | l | predicted x | latency x | measured / "
-              "predicted | throughput x | tokens/s |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows.itertuples(index=False):
-        ratio = r.latency_speedup / r.predicted_speedup
-        lines.append(f"| {r.model} | {r.objective} / {r.sampler} | {r.benchmark} | {r.nfe_speedup:.2f} | "
-                     f"{_fmt(r.forwards_per_block)} | {r.predicted_speedup:.2f} | {r.latency_speedup:.2f} | "
-                     f"{ratio:.2f} | {_fmt(r.wall_speedup)} | {r.tokens_per_s:.0f} |")
-    lines.append("\nlatency x: batch 1, prefill excluded; throughput x: the configured batch size, prefill included; "
-                 "l: forwards per block; predicted x: eq. 16 with the run's l and this machine's measured step times.")
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else math.nan
+
+
+def speed_table(docs: list[dict], confidence: float = 0.95) -> pd.DataFrame:
+    """One row per (speed file, row) with the columns of :data:`SPEED_COLUMNS` (and ``wall_speedup``), keyed by
+    :data:`SPEED_KEYS`; ``control``: the A/A row."""
+    rows = []
+    for doc in docs:
+        speedups, all_batches = row_speedups(doc, confidence), batches(doc)
+        big, settings = max(all_batches), doc.get("settings", {})
+        for row in doc["rows"]:
+            wall, latency = speedups[row["name"]]["wall"][big], speedups[row["name"]]["wall"][1]
+            decode = speedups[row["name"]]["decode"][1]
+            tokens = sum(p["num_tokens"] for p in row["problems"])
+            rows.append({"model": doc["model"], "benchmark": doc["benchmark"], "objective": row["objective"],
+                         "train_seed": row["train_seed"], "train_steps": row["train_steps"],
+                         "sampler": row["sampler"], "control": bool(row.get("control")), "name": row["name"],
+                         **_interval_columns("wall_speedup", wall), **_interval_columns("latency_speedup", latency),
+                         **_interval_columns("decode_speedup", decode),
+                         "wall_words": ratio_words(wall), "latency_words": ratio_words(latency),
+                         "tokens_per_s": tokens / speedups[row["name"]]["seconds"][big],
+                         "speed_level": wall.level, "speed_rounds": wall.rounds,
+                         "speed_problems": len(doc.get("problem_ids", [])), "speed_batch": big})
+    columns = SPEED_KEYS + ["control", "name", "wall_speedup"] + SPEED_COLUMNS
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _interval_columns(name: str, interval: RoundInterval) -> dict:
+    return {name: interval.median, f"{name}_lo": interval.lo, f"{name}_hi": interval.hi}
+
+
+def add_wall_columns(summary: pd.DataFrame, speeds: pd.DataFrame) -> pd.DataFrame:
+    """``summary`` with ``wall_speedup`` and :data:`SPEED_COLUMNS` from the speed table (NaN for a run no speed file
+    timed)."""
+    out = summary.drop(columns=[c for c in ["wall_speedup", *SPEED_COLUMNS] if c in summary])
+    if speeds.empty:
+        return out.assign(**{c: math.nan for c in ["wall_speedup", *SPEED_COLUMNS]})
+    timed = speeds[~speeds["control"].astype(bool)].drop(columns=["control", "name"])
+    return out.merge(timed, on=SPEED_KEYS, how="left")
+
+
+def controls(speeds: pd.DataFrame) -> pd.DataFrame:
+    """The A/A rows (one per model and benchmark)."""
+    return speeds[speeds["control"].astype(bool)] if len(speeds) else speeds
+
+
+def floor_line(speeds: pd.DataFrame) -> str:
+    """The A/A control in one line: the noise floor every wall-clock claim of the report stands beside."""
+    aa = controls(speeds)
+    if aa.empty:
+        return "No wall-clock was measured (no speed stage in this run): no wall speedup is claimed.\n"
+    parts = [f"{r.model} / {r.benchmark}: {_text(r, 'latency_speedup')} at batch 1, {_text(r, 'wall_speedup')} at "
+             f"batch {r.speed_batch}" for r in aa.itertuples(index=False)]
+    return ("**A/A control** (the NTP arm timed against itself, paired round by round: the noise floor of this "
+            f"machine, which a wall speedup must clear to be a difference): {'; '.join(parts)}.\n")
+
+
+def _text(rec, column: str) -> str:
+    interval = RoundInterval(getattr(rec, column), getattr(rec, f"{column}_lo"), getattr(rec, f"{column}_hi"),
+                             rec.speed_level, rec.speed_rounds)
+    return interval_text(interval)
+
+
+def wall_markdown(summary: pd.DataFrame, speeds: pd.DataFrame) -> str:
+    """The report's wall-clock section: how it was measured, the A/A floor, and every timed run with its words."""
+    lines = ["## Wall-clock (the speed stage: paired, repeated, interleaved)\n"]
+    if speeds.empty:
+        return "\n".join(lines + [floor_line(speeds)])
+    first = speeds.iloc[0]
+    problems = f"{first.speed_problems} test problem" + ("s" if first.speed_problems != 1 else "")
+    lines += [f"Every run decodes the same {problems} at batch 1 and at batch "
+              f"{first.speed_batch}, once per round over {first.speed_rounds} rounds, in a fresh random order per round, "
+              "alone on the machine; a speedup is the median over rounds of the per-round ratio (the NTP arm's time / "
+              f"the run's, same round), its interval the order statistics over rounds ({100 * first.speed_level:.1f}% "
+              "coverage, distribution-free). Where an interval includes 1 the run is **no measurable difference** "
+              "from the NTP arm.\n", floor_line(speeds),
+              "| model | benchmark | run | wall x, batch 1 | | wall x, decode batch | | tokens/s |",
+              "|---|---|---|---|---|---|---|---|"]
+    shown = summary.dropna(subset=["wall_speedup"])
+    shown = shown[~((shown["objective"] == "ntp") & (shown["sampler"] == "ntp"))]  # the reference: its A/A is above
+    for r in shown.itertuples(index=False):
+        lines.append(f"| {r.model} | {r.benchmark} | {r.label} | {_text(r, 'latency_speedup')} | {r.latency_words} | "
+                     f"{_text(r, 'wall_speedup')} (batch {r.speed_batch}) | {r.wall_words} | {r.tokens_per_s:.0f} |")
     return "\n".join(lines) + "\n"
 
 
-def _fmt(value) -> str:
-    return "-" if pd.isna(value) else f"{value:.2f}"
+# ----------------------------------------------------------------------------------------------------------------------
+# A rerun against the first run
+# ----------------------------------------------------------------------------------------------------------------------
 
 
-def speed_figure(summary: pd.DataFrame) -> dict[str, bytes] | None:
-    """Measured (batch-1) against predicted speedup, one point per run, with the line y = x and a +-15% band."""
-    from .figures import _new_axes, _rendered
-
-    rows = summary.dropna(subset=["latency_speedup", "predicted_speedup"])
-    if rows.empty:
-        return None
-    fig, ax = _new_axes()
-    top = max(rows["latency_speedup"].max(), rows["predicted_speedup"].max()) * 1.1
-    ax.plot([0, top], [0, top], color="gray", lw=1, label="measured = predicted")
-    ax.fill_between([0, top], [0, 0.85 * top], [0, 1.15 * top], color="gray", alpha=0.15, label="within 15%")
-    for bench, sub in rows.groupby("benchmark"):
-        ax.scatter(sub["predicted_speedup"], sub["latency_speedup"], label=bench)
-    ax.set_xlabel("predicted wall speedup, eq. 16 from measured time(k) (x)")
-    ax.set_ylabel("measured wall speedup, batch 1 (x)")
-    ax.set_title("Wall-clock speedup: measured vs the roofline")
-    return _rendered(fig, ax, pd.Series(dtype=float))  # no accuracy axis
-
-
-def timing_tables(timings: dict[str, roofline.Timing]) -> dict[str, bytes]:
-    """Tables 3 and 4 of the paper from each model's measured time(k) (the roofline's measured mode)."""
-    files = {}
-    for name, timing in sorted(timings.items()):
-        for table in (3, 4):
-            rows = roofline.build_table(table, timing=timing, block_sizes=_block_sizes(timing))
-            if rows:
-                files[f"roofline_measured_table{table}_{name}.csv"] = roofline.write_table(rows, table, None).encode()
-    return files
-
-
-def _block_sizes(timing: roofline.Timing) -> list[int]:
-    widths = sorted({w for by_width in timing.grids.values() for w in by_width if w > 1})
-    return widths or [1]
+def compare_reruns(first: Path, second: Path, confidence: float = 0.95) -> tuple[list[str], int, int]:
+    """Every speed file under ``second`` against the one of the same model and benchmark under ``first``: per row (the
+    references, 1 by construction, left out) and batch size, whether the rerun's median lies inside the first run's
+    interval. Returns (lines, inside, compared)."""
+    olds = {(d["model"], d["benchmark"]): d for d in load_speeds(sorted(Path(first).rglob("*.json")))}
+    news = load_speeds(sorted(Path(second).rglob("*.json")))
+    if not olds or not news:
+        raise UserError(f"speed-compare: no speed files under {first if not olds else second}")
+    lines, inside, compared = [], 0, 0
+    for new in news:
+        old = olds.get((new["model"], new["benchmark"]))
+        if old is None:
+            raise UserError(f"speed-compare: {new['path']} has no counterpart ({new['model']}/{new['benchmark']}) "
+                            f"under {first}")
+        before, after = row_speedups(old, confidence), row_speedups(new, confidence)
+        for name in (r["name"] for r in new["rows"] if r["name"] != r["reference"]):
+            for batch, again in after[name]["wall"].items():
+                was = before.get(name, {}).get("wall", {}).get(batch, NAN_INTERVAL)
+                hit = was.includes(again.median)
+                inside, compared = inside + hit, compared + 1
+                lines.append(f"{new['model']}/{new['benchmark']} {name} batch {batch}: first {interval_text(was)}, "
+                             f"rerun {again.median:.2f}x: {'inside' if hit else 'OUTSIDE'}")
+    return lines, inside, compared

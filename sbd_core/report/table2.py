@@ -1,30 +1,42 @@
 """Table 2 (likelihood tasks) from the likelihood stage's score files, beside the paper's printed Table 2.
 
 A row per (model, arm), a column per task (the registry's order, :data:`sbd_core.likelihood.TASKS`): the task's
-metric in percent with lm-eval's standard error, and for every arm but NTP the difference to the NTP arm of the same
-model in points. ``table2.csv`` holds the numbers (``<task>_pct``, ``<task>_stderr_pts``, ``<task>_delta_pts``,
-``<task>_n``), ``table2.md`` / ``table2.tex`` the table and, below it, the paper's (``results/paper/table2.csv``: the
-paper, arXiv 2509.04185v1, Table 2, as printed). Everything is read from score files; nothing is recomputed.
+metric in percent with its Wilson interval over the questions, and for every arm but NTP the difference to the NTP arm
+of the same model (and fine-tune seed) on the same questions, with the report's one verdict procedure
+(:mod:`.verdicts`; Holm's correction over the table's comparisons). Questions of one family (the code questions of
+the embedded analogue) or one subject (MMLU's 57 subtasks) count through a design effect (:mod:`.stats`).
+``table2.csv`` holds the numbers (per task ``_pct``, ``_lo_pct``, ``_hi_pct``, ``_stderr_pts``: lm-eval's standard
+error, ``_delta_pts`` with ``_delta_lo_pts`` / ``_delta_hi_pts``, the raw and Holm-adjusted p values ``_diff_p``,
+``_equiv_p``, ``_diff_p_holm``, ``_equiv_p_holm``, the words ``_verdict``, and ``_n``), ``table2.md`` / ``table2.tex``
+the table and, below it, the paper's (``results/paper/table2.csv``: the paper, arXiv 2509.04185v1, Table 2, as
+printed). Everything is read from score files (their ``per_doc`` results).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 from pathlib import Path
 from typing import Iterable
 
+import numpy as np
 import pandas as pd
 
+from ..settings import StatsSettings
 from . import DEFAULT_PAPER_TABLE
+from .intervals import Problems
 from .scores import ScoreFileError
+from .stats import design_effect, wilson_interval
 from .tables import DASH, to_latex, to_markdown
+from .verdicts import PairedTable, holm, paired_comparison, verdict, verdict_cell
 
 __all__ = ["DEFAULT_PAPER_TABLE2", "load_likelihood_scores", "table2", "table2_display", "load_paper_table2",
            "paper_table2_display", "build_table2"]
 
 DEFAULT_PAPER_TABLE2 = DEFAULT_PAPER_TABLE.parent / "table2.csv"
-REQUIRED_KEYS = ("model", "objective", "task", "column", "metric", "accuracy", "n", "settings")
+REQUIRED_KEYS = ("model", "objective", "task", "column", "metric", "accuracy", "n", "settings", "per_doc")
 ARMS = ("ntp", "sbd", "sbd_no_ntp_grad")  # the NTP arm first, then the paper's order
 PAPER_ROWS = {"ntp": "NTP", "sbd": "SBD", "sbd_no_ntp_grad": "SBD w/o NTP loss"}
 NOTE = (
@@ -33,7 +45,9 @@ NOTE = (
     "analogue's multiple-choice questions) on the models and arms of its own config, so compare the signs and sizes of "
     "the differences to the NTP arm, not the absolute numbers. "
     "Log-likelihoods come from the NTP logits (the paper's eq. 9a) through lm-eval with the `sbd` model. Cells: "
-    "accuracy % \u00b1 lm-eval's standard error (difference to the NTP arm of the same model, points)."
+    "accuracy % [{level} Wilson interval over the questions]; for the other arms, the difference to the NTP arm of the "
+    "same model and seed on the same questions with its paired interval and verdict, as in the differences to the NTP "
+    "arm (equivalence margin {margins}; Holm's correction over this table's {tests} comparisons; docs/statistics.md)."
 )
 
 
@@ -53,7 +67,8 @@ def _read(path: Path) -> dict:
 
 
 def load_likelihood_scores(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
-    """One row per score file: model, objective, task, column, metric, shots, accuracy, stderr, n, path.
+    """One row per score file: model, objective, task, column, metric, shots, accuracy, stderr, n, path and the
+    per-question verdicts (``questions``: :class:`.intervals.Problems`).
 
     Raises ScoreFileError naming the file when one is unreadable or incomplete, and when two share (model, objective,
     task)."""
@@ -64,13 +79,32 @@ def load_likelihood_scores(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
                      "column": data["column"], "metric": data["metric"],
                      "num_fewshot": data["settings"].get("num_fewshot", 0), "accuracy": float(data["accuracy"]),
                      "stderr": float("nan") if data.get("stderr") is None else float(data["stderr"]),
-                     "n": int(data["n"]), "path": str(path)})
+                     "n": int(data["n"]), "path": str(path), "questions": _questions(path, data)})
     df = pd.DataFrame(rows, columns=["model", "objective", "task", "column", "metric", "num_fewshot", "accuracy",
-                                     "stderr", "n", "path"])
+                                     "stderr", "n", "path", "questions"])
     dup = df[df.duplicated(["model", "objective", "task"], keep=False)]
     if not dup.empty:
         raise ScoreFileError(f"duplicate (model, objective, task) in likelihood score files: {sorted(dup['path'])}")
     return df
+
+
+def _questions(path: Path, data: dict) -> Problems:
+    """The file's per-question verdicts (its ``metric`` per document of ``per_doc``), keyed ``<lm-eval task>/<doc
+    id>``; a question's cluster is its document's ``cluster``, else its lm-eval task when the task is a group of
+    several (MMLU's subjects). ScoreFileError naming the file when they do not give its accuracy."""
+    per_doc, metric = data["per_doc"], data["metric"]
+    records = [(leaf, doc) for leaf, docs in sorted((per_doc or {}).items()) for doc in docs]
+    if not records or not all(isinstance(doc.get(metric), (int, float)) for _, doc in records):
+        raise ScoreFileError(f"likelihood score file {path}: 'per_doc' must hold every document's {metric!r} (is it "
+                             "an output of `python -m sbd_core likelihood`?)")
+    correct = np.array([float(doc[metric]) for _, doc in records])
+    if abs(correct.mean() - float(data["accuracy"])) > 1e-9:
+        raise ScoreFileError(f"likelihood score file {path}: per_doc {metric!r} gives {correct.mean():.6f}, the file "
+                             f"says accuracy {data['accuracy']}")
+    clusters = [doc.get("cluster") if isinstance(doc.get("cluster"), str) else (leaf if len(per_doc) > 1 else None)
+                for leaf, doc in records]
+    return Problems(tuple(f"{leaf}/{doc['doc_id']}" for leaf, doc in records), correct, None,
+                    tuple(clusters) if all(clusters) else None)
 
 
 def _task_order(names) -> list[str]:
@@ -80,28 +114,76 @@ def _task_order(names) -> list[str]:
 
 
 def _arm_order(objectives) -> list[str]:
-    return [a for a in ARMS if a in set(objectives)] + sorted(set(objectives) - set(ARMS))
+    def rank(arm: str) -> tuple:
+        objective, seed = _split_arm(arm)
+        return seed, ARMS.index(objective) if objective in ARMS else len(ARMS), arm
+
+    return sorted(set(objectives), key=rank)
 
 
-def table2(scores: pd.DataFrame) -> pd.DataFrame:
-    """The numbers: a row per (model, objective), per task ``<task>_pct``, ``_stderr_pts``, ``_delta_pts`` (to the
-    NTP arm of the same model; NaN for that arm or without it) and ``_n``."""
+def _split_arm(arm: str) -> tuple[str, int]:
+    """``sbd-s1`` -> (``sbd``, 1): an arm's objective and fine-tune seed (``sbd_core.pipeline.arms``)."""
+    match = re.fullmatch(r"(.+?)(?:-s(\d+))?", arm)
+    return match.group(1), int(match.group(2) or 0)
+
+
+def _ntp_arm(arm: str) -> str:
+    objective, seed = _split_arm(arm)
+    return "ntp" + (f"-s{seed}" if seed else "")
+
+
+def table2(scores: pd.DataFrame, settings: StatsSettings = StatsSettings()) -> pd.DataFrame:
+    """The numbers: a row per (model, arm), per task ``_pct`` and its interval, lm-eval's ``_stderr_pts``, ``_n``, and
+    against the NTP arm of the same model and seed the difference, its interval, p values and words (module doc;
+    NaN / empty for that arm or without it)."""
     tasks = _task_order(scores["task"].unique())
-    rows = []
+    rows, tests = [], []
     for model in sorted(scores["model"].unique()):
         mine = scores[scores["model"] == model].set_index(["objective", "task"])
-        for objective in _arm_order(mine.index.get_level_values(0).unique()):
-            row = {"model": model, "objective": objective}
+        for arm in _arm_order(mine.index.get_level_values(0).unique()):
+            row = {"model": model, "objective": arm}
             for task in tasks:
-                cell = mine.loc[(objective, task)] if (objective, task) in mine.index else None
-                base = mine.loc[("ntp", task)] if ("ntp", task) in mine.index and objective != "ntp" else None
-                pct = float("nan") if cell is None else 100 * cell["accuracy"]
-                row[f"{task}_pct"] = pct
-                row[f"{task}_stderr_pts"] = float("nan") if cell is None else 100 * cell["stderr"]
-                row[f"{task}_delta_pts"] = float("nan") if base is None else pct - 100 * base["accuracy"]
-                row[f"{task}_n"] = pd.NA if cell is None else int(cell["n"])
+                cell = mine.loc[(arm, task)] if (arm, task) in mine.index else None
+                base_key = (_ntp_arm(arm), task)
+                base = mine.loc[base_key] if base_key in mine.index and base_key[0] != arm else None
+                row.update(_cell(task, cell, base, settings))
+                if base is not None and cell is not None:
+                    tests.append((len(rows), task))
             rows.append(row)
+    for kind in ("diff_p", "equiv_p"):
+        for (i, task), p in zip(tests, holm([rows[i][f"{task}_{kind}"] for i, task in tests])):
+            rows[i][f"{task}_{kind}_holm"] = p
+    for i, task in tests:
+        row = rows[i]
+        row[f"{task}_verdict"] = verdict(row[f"{task}_delta_pts"], row[f"{task}_diff_p_holm"],
+                                         row[f"{task}_equiv_p_holm"], settings.alpha)
     return pd.DataFrame(rows)
+
+
+def _cell(task: str, cell, base, settings: StatsSettings) -> dict:
+    """One task's columns of a row (module doc)."""
+    names = ["pct", "lo_pct", "hi_pct", "stderr_pts", "delta_pts", "delta_lo_pts", "delta_hi_pts", "diff_p",
+             "equiv_p", "diff_p_holm", "equiv_p_holm"]
+    out = {f"{task}_{name}": math.nan for name in names} | {f"{task}_verdict": "", f"{task}_n": pd.NA}
+    if cell is None:
+        return out
+    q = cell["questions"]
+    lo, hi = wilson_interval(q.correct.sum(), len(q.ids), settings.confidence,
+                             design_effect(q.correct[None, :], q.clusters))
+    out.update({f"{task}_pct": 100 * cell["accuracy"], f"{task}_lo_pct": 100 * lo, f"{task}_hi_pct": 100 * hi,
+                f"{task}_stderr_pts": 100 * cell["stderr"], f"{task}_n": int(cell["n"])})
+    if base is None:
+        return out
+    ref = base["questions"]
+    if ref.ids != q.ids:
+        raise ScoreFileError(f"likelihood score files {cell['path']} and {base['path']} (its NTP arm) do not hold the "
+                             f"same questions ({len(q.ids)} vs {len(ref.ids)}); score both on the same data")
+    result = paired_comparison(PairedTable.of(q.correct, ref.correct), settings.margin(task), settings.confidence,
+                     design_effect((q.correct - ref.correct)[None, :], ref.clusters))
+    out.update({f"{task}_delta_pts": 100 * result.diff, f"{task}_delta_lo_pts": 100 * result.lo,
+                f"{task}_delta_hi_pts": 100 * result.hi, f"{task}_diff_p": result.p_diff,
+                f"{task}_equiv_p": result.p_equiv})
+    return out
 
 
 def _header(scores: pd.DataFrame, task: str) -> str:
@@ -111,14 +193,20 @@ def _header(scores: pd.DataFrame, task: str) -> str:
 
 
 def table2_display(scores: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """The table as text: 'acc \u00b1 se (delta)' per cell, a dash where a run is missing."""
+    """The table as text: ``acc [lo, hi]`` per cell, then ``; <difference to the NTP arm>`` (its verdict cell), a
+    dash where a run is missing."""
     rows = []
     for rec in table.to_dict("records"):
         row = {"Model": rec["model"], "Arm": rec["objective"]}
         for task in _task_order(scores["task"].unique()):
-            pct, se, delta = rec[f"{task}_pct"], rec[f"{task}_stderr_pts"], rec[f"{task}_delta_pts"]
-            text = DASH if pd.isna(pct) else f"{pct:.1f}" + ("" if pd.isna(se) else f" \u00b1{se:.1f}")
-            row[_header(scores, task)] = text + ("" if pd.isna(delta) else f" ({delta:+.1f})")
+            pct = rec[f"{task}_pct"]
+            text = DASH if pd.isna(pct) else f"{pct:.1f} [{rec[f'{task}_lo_pct']:.1f}, {rec[f'{task}_hi_pct']:.1f}]"
+            if not pd.isna(rec[f"{task}_delta_pts"]):
+                text += "; " + verdict_cell(*(rec[f"{task}_{k}"] / 100 for k in ("delta_pts", "delta_lo_pts",
+                                                                                  "delta_hi_pts")),
+                                            rec[f"{task}_diff_p_holm"], rec[f"{task}_equiv_p_holm"],
+                                            rec[f"{task}_verdict"])
+            row[_header(scores, task)] = text
         rows.append(row)
     return pd.DataFrame(rows).astype(str)
 
@@ -154,21 +242,24 @@ def _latex(display: pd.DataFrame, caption: str) -> str:
     return to_latex(display, caption).replace("\u00b1", r"$\pm$")
 
 
-def build_table2(paths: Iterable, paper_table: str | os.PathLike | None = DEFAULT_PAPER_TABLE2
-                 ) -> tuple[dict[str, bytes], str]:
+def build_table2(paths: Iterable, paper_table: str | os.PathLike | None = DEFAULT_PAPER_TABLE2,
+                 stats: StatsSettings = StatsSettings()) -> tuple[dict[str, bytes], str]:
     """``({"table2.csv": ..., "table2.md": ..., "table2.tex": ...}, the markdown section report.md shows)``."""
     scores = load_likelihood_scores(paths)
-    table = table2(scores)
+    table = table2(scores, stats)
     ours = table2_display(scores, table)
     md = [to_markdown(ours)]
-    tex = [_latex(ours, "SBD reproduction, Table 2 layout: accuracy % +- standard error (difference to NTP, points)")]
+    tex = [_latex(ours, "SBD reproduction, Table 2 layout: accuracy % [interval]; difference to NTP, points")]
     paper_md = ""
     if paper_table is not None and Path(paper_table).is_file():
         paper = paper_table2_display(load_paper_table2(paper_table))
         paper_md = "Paper Table 2 (arXiv 2509.04185v1, as printed):\n\n" + to_markdown(paper)
         md.append(paper_md)
         tex.append(_latex(paper, "arXiv 2509.04185v1 Table 2 (as printed)"))
-    section = "\n".join(["## Table 2 layout: likelihood tasks\n", NOTE + "\n", md[0], paper_md])
+    margins = sorted({f"\u00b1{100 * stats.margin(t):g} pt" for t in scores["task"].unique()})
+    tests = int(sum(table[c].notna().sum() for c in table.columns if c.endswith("_diff_p")))
+    note = NOTE.format(level=f"{100 * stats.confidence:g}%", margins=", ".join(margins), tests=tests)
+    section = "\n".join(["## Table 2 layout: likelihood tasks\n", note + "\n", md[0], paper_md])
     files = {"table2.csv": table.to_csv(index=False).encode(), "table2.md": "\n".join(md).encode(),
              "table2.tex": "\n".join(tex).encode()}
     return files, section

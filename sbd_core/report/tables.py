@@ -98,8 +98,9 @@ def _mean(values: pd.Series) -> float:
 
 def table1(summary: pd.DataFrame) -> pd.DataFrame:
     """Table-1 style view of each model's final budget: rows (model, objective, sampler), one 'acc [95% interval] (NFE
-    speedup [interval], wall speedup [interval])' column per benchmark, and the arithmetic means of the row's
-    per-benchmark speedups (the paper's Speedup column is the NFE one).
+    speedup [interval], wall speedup [interval])' column per benchmark, and the arithmetic mean of the row's
+    per-benchmark NFE speedups (the paper's Speedup column; wall speedups are measured per benchmark, each with its
+    interval over rounds, and have no mean).
 
     With several fine-tune seeds a ``seed`` column is added: one row per seed, then a ``mean ± sd`` row with the mean
     and the sample standard deviation over seeds. Rows: per model, the NTP arm first (NTP decoding, then the
@@ -119,7 +120,7 @@ def table1(summary: pd.DataFrame) -> pd.DataFrame:
         if several:
             rows.append(_table1_row(base, SEED_MEAN, seed_means(grp), benchmarks, seed_cell))
     columns = (["model", "objective", "sampler", "label", "family"] + (["seed"] if several else [])
-               + ["mean NFE speedup", "mean wall speedup"] + benchmarks)
+               + ["mean NFE speedup"] + benchmarks)
     table = pd.DataFrame(rows)
     order = sorted(range(len(table)), key=lambda i: (
         table.at[i, "model"], _arm_rank(table.at[i, "objective"], table.at[i, "sampler"]),
@@ -131,8 +132,7 @@ def table1(summary: pd.DataFrame) -> pd.DataFrame:
 def _table1_row(base: dict, seed, runs: pd.DataFrame, benchmarks: list[str], cell) -> dict:
     """One Table-1 row from the rows of one seed (or the seed means) of one (model, objective, sampler)."""
     by = runs.set_index("benchmark")
-    row = {**base, "seed": seed, "mean NFE speedup": _mean(by["nfe_speedup"]),
-           "mean wall speedup": _mean(by["wall_speedup"])}
+    row = {**base, "seed": seed, "mean NFE speedup": _mean(by["nfe_speedup"])}
     for bench in benchmarks:
         row[bench] = cell(by.loc[bench]) if bench in by.index else DASH
     return row
@@ -149,10 +149,9 @@ def _nan_last(value: float) -> float:
 
 
 def _table1_display(table: pd.DataFrame) -> pd.DataFrame:
-    """Format the mean speedup columns as text ('2.34x') for the md/tex renderings."""
+    """Format the mean speedup column as text ('2.34x') for the md/tex renderings."""
     disp = table.copy()
-    for col in ("mean NFE speedup", "mean wall speedup"):
-        disp[col] = [DASH if math.isnan(v) else f"{v:.2f}x" for v in table[col]]
+    disp["mean NFE speedup"] = [DASH if math.isnan(v) else f"{v:.2f}x" for v in table["mean NFE speedup"]]
     return disp.astype(str)
 
 

@@ -6,8 +6,6 @@ import re
 import sys
 from pathlib import Path
 
-from snakemake_interface_executor_plugins.settings import DeploymentMethod
-
 from sbd_core.benchmarks import get_benchmark
 from sbd_core.launch import LaunchSettings
 from sbd_core.pipeline import check_layout, train_config
@@ -16,7 +14,7 @@ from sbd_core.report import FIGURE1_BENCHMARK, figure1_stem
 from sbd_core.report.plan import planned_figures
 from sbd_core.samplers import NTP, PEER_MODE, expand_samplers
 from sbd_core.generation import DecodeConfig
-from sbd_core.settings import RuntimeSettings, TimingSettings, from_section
+from sbd_core.settings import RuntimeSettings, SpeedSettings, StatsSettings, TimingSettings, from_section
 from sbd_core.training_data import MixSpec, get_source
 
 
@@ -52,25 +50,30 @@ if NTP not in SAMPLERS:
         "config error: decode.samplers must include {solver: ntp} (the NTP baseline every speedup is measured against)"
     )
 RUNTIME = _checked(from_section, RuntimeSettings, config.get("runtime"), "runtime")
-# On the CPU a decode (or timing) job claims runtime.decode_threads cores and runs that many threads; by default (null)
-# it claims every core the run has (--cores) and runs runtime.threads threads, so no other job shares the machine while
-# it is timed. With fewer, timed jobs share the machine a core each (the embedded default: two side by side on 2 cores).
-# On GPUs each has a device of its own.
+# On the CPU a decode job claims runtime.decode_threads cores and runs that many threads (the embedded default: two side
+# by side on 2 cores); by default (null) it claims every core the run has (--cores) and runs runtime.threads threads. On
+# GPUs each has a device of its own. Decode jobs are not timed: the timed jobs (speed, timing) claim every core the run
+# has (TIMED_THREADS: on a GPU too), so nothing runs beside them, and run runtime.threads threads.
 CORES = workflow.resource_settings.cores or 1
 if RUNTIME.device == "cpu" and RUNTIME.decode_threads:
     DECODE_THREADS = DECODE_TORCH_THREADS = min(RUNTIME.decode_threads, CORES)
 else:
     DECODE_THREADS, DECODE_TORCH_THREADS = (CORES if RUNTIME.device == "cpu" else 1), RUNTIME.threads
+TIMED_THREADS = CORES
 PAPER_TABLE = Path(config.get("report", {}).get("paper_table", "results/paper/table1.csv"))
 if not PAPER_TABLE.is_absolute() and not PAPER_TABLE.exists():
     PAPER_TABLE = Path(workflow.basedir) / PAPER_TABLE  # shipped with the workflow, whatever the working directory
 PAPER_BASES = {name: m["paper_base"] for name, m in config["models"].items() if "paper_base" in m}
-CONDA_ENV = "../../environment.yml"  # the same environment as `conda env create -f environment.yml`
+# the report's confidence, equivalence margins and resamples, checked here (sbd_core.settings.StatsSettings)
+STATS = config.get("report", {}).get("stats") or {}
+_checked(from_section, StatsSettings, STATS, "report.stats")
+# Every rule names the environment snakemake must run in (conda env create -f environment.yml, or scripts/setup.sh);
+# --use-conda itself is refused (config.smk)
+CONDA_ENV = "../../environment.yml"
 
-# Jobs call `python -m sbd_core ...`. Without --use-conda that is the Python running Snakemake (e.g. .venv/bin/python,
-# even when the venv is not activated); with --use-conda it is the environment's own Python.
-if DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
-    shell.prefix(f'export PATH="{Path(sys.executable).parent}:$PATH"; ')
+# Jobs call `python -m sbd_core ...` with the Python running Snakemake (e.g. .venv/bin/python, even when the venv is
+# not activated).
+shell.prefix(f'export PATH="{Path(sys.executable).parent}:$PATH"; ')
 
 
 def arg(obj):
@@ -168,7 +171,7 @@ if UNSET_CLUSTER_SETTINGS:
         f"SLURM settings unset: {', '.join(UNSET_CLUSTER_SETTINGS)}. Set them before submitting: export "
         "SBD_SLURM_ACCOUNT=<your account> SBD_SLURM_PARTITION=<a GPU partition> (`sacctmgr show associations "
         "user=$USER` lists your accounts, `sinfo -s` the partitions), or write both into "
-        "workflow/profiles/slurm/config.yaml")
+        "profiles/slurm/config.yaml")
 
 
 def samplers_of(objective):
@@ -196,6 +199,15 @@ def runs():
     return [(m, name, s) for m in MODELS for name, arm in ARMS.items() for s in samplers_of(arm.objective)]
 
 
+def speed_rows(wildcards):
+    """The decode runs one speed job times (sbd_core.pipeline.speed): every (arm, sampler) of the model, with its
+    model, identity and generations on the benchmark."""
+    return [{"arm": a, "model": f"{RUN}/models/{m}/{a}", "objective": ARMS[a].objective, "train_seed": ARMS[a].seed,
+             "train_steps": ARMS[a].train_steps(config["finetune"]["max_steps"]), "sampler": s,
+             "sampler_spec": SAMPLERS[s], "generations": f"{RUN}/generations/{m}/{a}/{s}/{wildcards.benchmark}.jsonl"}
+            for m, a, s in runs() if m == wildcards.model]
+
+
 def score_names(wildcards):
     """What a score file says about its run: model, objective, fine-tune seed, training steps and sampler."""
     arm = ARMS[wildcards.arm]
@@ -210,6 +222,9 @@ TIMING_ARM = "sbd" if "sbd" in OBJECTIVES else OBJECTIVES[0]
 DECODE_BLOCK_SIZE = config["decode"].get("block_size", DecodeConfig.block_size)
 TIMING_BATCHES = TIMING.batches or sorted({1, config["decode"].get("batch_size", DecodeConfig.batch_size)})
 TIMING_FILES = [f"{RUN}/timing/{m}.json" for m in MODELS] if TIMING.enabled else []
+# the speed stage: wall-clock of every decode run, one job per (model, benchmark)
+SPEED = _checked(from_section, SpeedSettings, config.get("speed"), "speed")
+SPEED_FILES = [f"{RUN}/speed/{m}/{b}.json" for m in MODELS for b in BENCHMARKS] if SPEED.enabled else []
 REPORT_DIR = f"{RUN}/report"
 REPORT_TABLES = ["summary.csv", "table1.csv", "table1.md", "table1.tex", "report.md", "provenance.json"]
 # the paper's Figure 1, one per model, when its benchmark (LiveCodeBench) is run

@@ -2,6 +2,7 @@ rule report:
     input:
         scores=SCORE_FILES,
         timings=TIMING_FILES,
+        speeds=SPEED_FILES,
         likelihood=LIKELIHOOD_FILES,
     output:
         report(f"{REPORT_DIR}/summary.csv", category="Tables", caption="../report/summary.rst"),
@@ -23,11 +24,13 @@ rule report:
     params:
         paper=str(PAPER_TABLE),
         bases=arg(PAPER_BASES),
+        stats=arg(STATS),
         out=lambda wc, output: Path(output[0]).parent,
     log:
         f"{RUN}/logs/report.log",
     conda:
         CONDA_ENV
     shell:
-        "python -m sbd_core report --scores {input.scores} --timing {input.timings} --likelihood {input.likelihood}"
-        " --paper-table {params.paper} --paper-bases {params.bases:q} --out {params.out} > {log} 2>&1"
+        "python -m sbd_core report --scores {input.scores} --timing {input.timings} --speed {input.speeds}"
+        " --likelihood {input.likelihood} --paper-table {params.paper} --paper-bases {params.bases:q}"
+        " --stats {params.stats:q} --out {params.out} > {log} 2>&1"

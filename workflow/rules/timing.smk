@@ -1,5 +1,5 @@
-# time(k): the fast engine's step latencies on this run's hardware, one job per model (on the CPU alone on the
-# machine, like a decode job); the report predicts every run's wall speedup from it (eq. 16).
+# time(k): the fast engine's step latencies on this run's hardware, one job per model, in rounds like the speed stage
+# and alone on the machine like it (every core claimed); the report predicts every run's wall speedup from it (eq. 16).
 rule timing:
     input:
         model=f"{RUN}/models/{{model}}/{TIMING_ARM}",
@@ -10,8 +10,8 @@ rule timing:
         widths=" ".join(str(w) for w in TIMING.widths),
         kv_lens=" ".join(str(n) for n in TIMING.kv_lens),
         block=DECODE_BLOCK_SIZE,
-        threads=DECODE_TORCH_THREADS,
-    threads: DECODE_THREADS
+        threads=RUNTIME.threads,
+    threads: TIMED_THREADS
     resources:
         gpu=RUNTIME.gpus,
     log:
@@ -22,4 +22,5 @@ rule timing:
         "python -m sbd_core --threads {params.threads} --no-progress timing --model {input.model}"
         f" --device {RUNTIME.device} --dtype {RUNTIME.dtype}"
         " --batch {params.batches} --width {params.widths} --block-size {params.block} --kv-len {params.kv_lens}"
-        f" --warmup {TIMING.warmup} --repeats {TIMING.repeats} --out {{output}} > {{log}} 2>&1"
+        f" --warmup {TIMING.warmup} --repeats {TIMING.repeats} --rounds {TIMING.rounds} --seed {TIMING.seed}"
+        " --out {output} > {log} 2>&1"

@@ -20,8 +20,13 @@ which lets it mount file systems in its own mount namespace (invisible to the ho
 ``forbid_new_processes`` installs a seccomp filter (in every child that runs a program, jailed or not): creating
 a process (fork, vfork, clone without CLONE_THREAD) fails with EPERM, clone3 with ENOSYS (so libc falls back to
 clone), and system calls of another ABI (32-bit ``int 0x80``, x32) fail with ENOSYS; threads still work. Fork
-bombs and subprocesses thus fail at once, even for root, where RLIMIT_NPROC does not apply. Both the jail and the
-filter need the architecture's system call numbers (``_ARCH``: x86_64, aarch64); elsewhere neither is used.
+bombs and subprocesses thus fail at once, even for root, where RLIMIT_NPROC does not apply. The filter also refuses
+(EPERM) the ways to hold memory that the address-space limit does not count and that can outlive the process:
+``memfd_create`` and ``memfd_secret`` (anonymous files, written without mapping them), System V ``shmget`` and
+``msgget`` (segments and queues that stay in the IPC namespace after the run). Files on the tmpfs mounts are bounded
+by their size (``_build_dev``, ``_build_scratch``); the worker adds per-process file-size and descriptor limits.
+Both the jail and the filter need the architecture's system call numbers (``_ARCH``: x86_64, aarch64); elsewhere
+neither is used.
 
 Everything here is standard library + ``ctypes`` calls into libc (mount, umount2, pivot_root, capset, prctl).
 """
@@ -48,9 +53,13 @@ _ST_KEEP = sum(getattr(os, flag, 0) for flag in ("ST_NOEXEC", "ST_NOATIME", "ST_
 PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 24, 47, 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
-# Per architecture: pivot_root's syscall number, then the seccomp audit architecture and the numbers of fork,
-# vfork, clone and clone3 (0xFFFFFFFF: no such call). Elsewhere there is no jail and no seccomp filter.
-_ARCH = {"x86_64": (155, 0xC000003E, 57, 58, 56, 435), "aarch64": (41, 0xC00000B7, 0xFFFFFFFF, 0xFFFFFFFF, 220, 435)}
+# Per architecture: pivot_root's syscall number, the seccomp audit architecture, the numbers of clone and clone3,
+# and of the calls refused with EPERM (aarch64 has no fork or vfork). Elsewhere there is no jail and no seccomp filter.
+_ARCH = {
+    "x86_64": (155, 0xC000003E, 56, 435, {"fork": 57, "vfork": 58, "memfd_create": 319, "memfd_secret": 447,
+                                          "shmget": 29, "msgget": 68}),
+    "aarch64": (41, 0xC00000B7, 220, 435, {"memfd_create": 279, "memfd_secret": 447, "shmget": 194, "msgget": 186}),
+}
 _X32_SYSCALL_BIT, CLONE_THREAD = 0x40000000, 0x00010000
 _RET_ALLOW, _RET_EPERM, _RET_ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
 
@@ -157,25 +166,29 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def _seccomp_program(arch: int, fork: int, vfork: int, clone: int, clone3: int) -> list[tuple[int, int, int, int]]:
+def _seccomp_program(arch: int, clone: int, clone3: int, refused: dict[str, int]) -> list[tuple[int, int, int, int]]:
     """Classic BPF as (code, jump-if-true, jump-if-false, k); a jump skips that many instructions."""
     load, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
-    return [
-        (load, 0, 0, 4),                # 0: A = seccomp_data.arch
-        (jeq, 1, 0, arch),              # 1: native ABI -> 3
-        (ret, 0, 0, _RET_ENOSYS),       # 2: 32-bit int 0x80 and other ABIs
-        (load, 0, 0, 0),                # 3: A = seccomp_data.nr
-        (jge, 8, 0, _X32_SYSCALL_BIT),  # 4: x32 ABI -> 13
-        (jeq, 7, 0, clone3),            # 5: -> 13 (ENOSYS: libc falls back to clone)
-        (jeq, 5, 0, fork),              # 6: -> 12
-        (jeq, 4, 0, vfork),             # 7: -> 12
-        (jeq, 0, 2, clone),             # 8: clone -> 9, anything else -> 11
-        (load, 0, 0, 16),               # 9: A = low 32 bits of args[0], the clone flags
-        (jset, 0, 1, CLONE_THREAD),     # 10: a thread -> 11, a process -> 12
-        (ret, 0, 0, _RET_ALLOW),        # 11
-        (ret, 0, 0, _RET_EPERM),        # 12
-        (ret, 0, 0, _RET_ENOSYS),       # 13
-    ]
+    checks = 2 + len(refused) + 3  # x32, clone3, each refused call, then clone and its flags
+    allow, eperm, enosys = 4 + checks, 5 + checks, 6 + checks  # where the three returns are
+
+    def to(target: int, at: int) -> int:
+        return target - at - 1
+
+    program = [(load, 0, 0, 4),         # 0: A = seccomp_data.arch
+               (jeq, 1, 0, arch),       # 1: native ABI -> 3
+               (ret, 0, 0, _RET_ENOSYS),  # 2: 32-bit int 0x80 and other ABIs
+               (load, 0, 0, 0)]         # 3: A = seccomp_data.nr
+    program.append((jge, to(enosys, 4), 0, _X32_SYSCALL_BIT))  # the x32 ABI
+    program.append((jeq, to(enosys, 5), 0, clone3))  # ENOSYS: libc falls back to clone
+    for at, number in enumerate(refused.values(), start=6):
+        program.append((jeq, to(eperm, at), 0, number))
+    at = len(program)
+    program += [(jeq, 0, to(allow, at), clone),  # clone -> its flags, anything else -> allow
+                (load, 0, 0, 16),  # A = low 32 bits of args[0], the clone flags
+                (jset, to(allow, at + 2), to(eperm, at + 2), CLONE_THREAD),  # a thread, or a process
+                (ret, 0, 0, _RET_ALLOW), (ret, 0, 0, _RET_EPERM), (ret, 0, 0, _RET_ENOSYS)]
+    return program
 
 
 def forbid_new_processes() -> bool:

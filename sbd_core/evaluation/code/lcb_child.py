@@ -1,39 +1,55 @@
-"""LiveCodeBench programs inside the sandbox: lcb_runner's prelude, guard and time limit (sandbox side, standard
-library only; the worker imports it before entering the jail).
+"""LiveCodeBench programs inside the sandbox: lcb_runner's harness (``testing_util.py`` of the ``nvidia-livecodebench``
+26.3 wheel), run in forked children of a sandbox worker (sandbox side, standard library only; the worker imports it
+before entering the jail).
 
 Two request kinds (see ``worker.py`` for the protocol; both report JSON lines, one per test, as ``plain_data``):
 
-* ``lcb_call`` (functional problems) mirrors ``testing_util.grade_call_based``: one child ``exec``s
-  :data:`PRELUDE` + the program in a fresh module under a time limit, takes ``Solution().<entry_point>`` when the
-  program contains ``class Solution`` (else the module-level function), calls it on every test's arguments in order,
-  each under the per-test limit, turns a returned tuple into a list and reports the value; the first exception or
-  timeout ends the run. The same ``Solution`` instance serves every test, as in lcb_runner.
-* ``stdin`` (stdin problems): each test runs as its own process, a child of the worker, with the test's input as its
-  real standard input and a memory file as its standard output; it runs PRELUDE + the program as ``__main__``
-  (so ``if __name__ == "__main__":`` blocks run), a ``SystemExit`` ends it normally (as lcb_runner treats it), and the
-  worker reports the captured output text. lcb_runner instead wraps the program in a function and runs it in its
-  own process with mocked ``sys.stdin`` and captured ``sys.stdout``.
+* ``lcb_call`` (functional problems), as ``grade_call_based``: one child ``exec``s :data:`PRELUDE` + the program in a
+  fresh module ``tmp_sol`` under the time limit, takes ``Solution().<entry_point>`` when the program contains
+  ``class Solution`` (else the module-level function), calls it on every test's arguments in order, each under the
+  per-test limit, turns a returned tuple into a list and reports the value (``plain_data`` with ``extended`` types:
+  a ``Fraction``, ``Decimal`` or numeric ndarray travels too); the first exception or timeout ends the run. The same
+  ``Solution`` instance serves every test.
+* ``stdin`` (stdin problems), as ``grade_stdio``: the program is made a function body (:func:`as_function`: a last
+  ``if __name__ == '__main__':`` block unwrapped, top-level imports hoisted, every other statement in
+  ``def wrapped_function():`` after the prelude), so its top-level names are fast locals, as in lcb_runner; one child
+  loads it as module ``tmp_sol`` and calls it once per test with lcb_runner's mocks of standard input
+  (:func:`_lcb_stdio`: ``sys.stdin`` a ``StringIO`` of the input, the ``read``/``readline``/``readlines`` of the
+  process's own ``sys.stdin`` patched, ``builtins.open`` a ``mock_open``) and ``sys.stdout`` captured in a
+  ``StringIO``; a ``SystemExit`` ends a test normally, and the captured text is reported. The process's own
+  descriptors 0 and 1 are ``/dev/null`` (what a program reads or writes there directly is not the test's, as in
+  lcb_runner), and what a test changes in the interpreter stays for the next one, as in lcb_runner.
 
 Every child gets lcb_runner's ``reliability_guard`` (:func:`guard`) on top of the jail, and the int-to-string digit
 limit lcb_runner's evaluation sets (50,000). The per-test limit is wall-clock time raised as ``TimeoutException``
-inside the program (lcb_runner's ``signal.alarm``, here ``setitimer`` so fractions of a second work); the worker
-kills a child one second after it.
+inside the program (lcb_runner's ``signal.alarm``, here ``setitimer`` so fractions of a second work); an exception
+whose ``repr`` names ``TimeoutException`` counts as a timeout, as in lcb_runner (while loading, any exception is a
+runtime error, its "Error during testing"). The worker kills a child whose test has not ended 1 s after its limit
+(:func:`per_test_deadlines`; loading has a limit of its own).
+
+The child's own code (encoding and reporting a result) never runs in the interpreter state the program left: the
+recursion limit, the int digit limit, ``builtins``, the standard streams of ``sys`` and the trace and profile hooks
+are put back first (:func:`_swap`), and the program's state is reinstated before its next call, so a correct program
+that lowers the recursion limit or patches ``builtins`` gets the verdict lcb_runner gives it.
 """
 
 from __future__ import annotations
 
+import ast
 import builtins
-import contextlib
 import faulthandler
+import io
 import os
 import resource
 import signal
 import sys
 import time
 import types
+from contextlib import ExitStack
+from unittest import mock
 
 # the prelude's modules, imported before the jail so that a child's prelude imports nothing new
-import bisect, collections, copy, datetime, functools, heapq, io, itertools, json  # noqa: E401,F401
+import bisect, collections, copy, datetime, functools, heapq, itertools, json  # noqa: E401,F401
 import math, operator, random, re, shutil, statistics, string, subprocess, typing  # noqa: E401,F401
 
 if __package__:
@@ -41,7 +57,8 @@ if __package__:
 else:  # loaded by worker.py as a top-level module
     import plain_data
 
-__all__ = ["PRELUDE", "INT_MAX_STR_DIGITS", "TimeoutException", "guard", "run_call_based", "run_stdin_tests"]
+__all__ = ["PRELUDE", "INT_MAX_STR_DIGITS", "TimeoutException", "as_function", "guard", "run_call_based",
+           "run_stdin_tests", "per_test_deadlines"]
 
 # lcb_runner/evaluation/testing_util.py's import_string, verbatim
 PRELUDE = (
@@ -52,12 +69,15 @@ PRELUDE = (
     "import collections\nimport heapq\nimport bisect\nimport copy\nimport math\nimport random\nimport statistics\n"
     "import itertools\nimport functools\nimport operator\nimport io\nimport sys\nimport json\n"
     "sys.setrecursionlimit(50000)\n")
+RECURSION_LIMIT = 50000  # the prelude's; the child's own code runs under it
 INT_MAX_STR_DIGITS = 50000  # lcb_runner's compute_code_generation_metrics: sys.set_int_max_str_digits(50000)
-KILL_GRACE_S = 1.0  # the worker kills a child this long after its time limit (lcb_runner: timeout + 1 per test)
+KILL_GRACE_S = 1.0  # the worker kills a child this long after a test's time limit (lcb_runner: limit + 1 per test)
 _GUARDED_OS = ("kill", "system", "putenv", "remove", "removedirs", "rmdir", "fchdir", "setuid", "fork", "forkpty",
                "killpg", "rename", "renames", "truncate", "replace", "unlink", "fchmod", "fchown", "chmod", "chown",
                "chroot", "lchflags", "lchmod", "lchown", "getcwd", "chdir")
 _GUARDED_MODULES = ("ipdb", "joblib", "resource", "psutil", "tkinter")
+_STREAMS = ("stdin", "stdout", "stderr", "__stdin__", "__stdout__", "__stderr__")
+_IMPORTS = (ast.Import, ast.ImportFrom)
 
 
 class TimeoutException(Exception):
@@ -66,16 +86,6 @@ class TimeoutException(Exception):
 
 def _raise_timeout(signum, frame):
     raise TimeoutException
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: float):
-    signal.signal(signal.SIGALRM, _raise_timeout)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def guard() -> None:
@@ -93,103 +103,169 @@ def guard() -> None:
         sys.modules[name] = None
 
 
-def _error(kind: str, exc: BaseException, describe) -> dict:
+# ------------------------------------------------------------------------------------------------ interpreter state
+def _state() -> tuple:
+    """The interpreter state a program can change and the child's own code depends on (the recursion limit aside:
+    callers reset it inline, before any call). Reads no builtin by name: the program may have replaced them."""
+    return (builtins.__dict__.copy(), {name: sys.__dict__[name] for name in _STREAMS}, sys.gettrace(),
+            sys.getprofile(), sys.get_int_max_str_digits())
+
+
+def _swap(state: tuple) -> tuple:
+    """Install ``state`` (from :func:`_state`) and return the one it replaces."""
+    replaced = _state()
+    names, streams, trace, profile, digits = state
+    builtins.__dict__.clear()
+    builtins.__dict__.update(names)
+    sys.__dict__.update(streams)
+    sys.settrace(trace)
+    sys.setprofile(profile)
+    sys.set_int_max_str_digits(digits)
+    return replaced
+
+
+def _error(exc: BaseException, describe, during_load: bool = False) -> dict:
+    """lcb_runner's classification: while loading, any exception ("Error during testing"); then a timeout when the
+    exception's repr names TimeoutException, else an exception."""
+    kind = "program" if during_load else "timeout" if "timeoutexception" in repr(exc).lower() else "exception"
     return {"error": kind, "detail": describe(exc)}
 
 
+def _load(code: str, limit: float):
+    """lcb_runner's ``compile_code``: ``code`` executed as module ``tmp_sol`` under the time limit; the module, or a
+    ``Solution()`` instance when the code contains ``class Solution``. Sets the timer's handler for the tests too
+    (they only start and stop the timer, with C calls: a low recursion limit cannot stop them)."""
+    signal.signal(signal.SIGALRM, _raise_timeout)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        module = types.ModuleType("tmp_sol", "")
+        exec(code, module.__dict__)
+        return module.Solution() if "class Solution" in code else module
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+# ------------------------------------------------------------------------------------------------ functional
 def run_call_based(request: dict, inline_limit: int, emit, describe) -> None:
     """The child of an ``lcb_call`` request (see the module doc); ``emit`` writes one report record."""
     sys.set_int_max_str_digits(INT_MAX_STR_DIGITS)
+    own = _state()
     limit, inputs = request["test_timeout_s"], plain_data.decode(request["inputs"])
-    code = PRELUDE + "\n\n" + request["program"]
     try:
-        with _time_limit(limit):
-            module = types.ModuleType("tmp_sol", "")
-            exec(code, module.__dict__)
-            target = module.Solution() if "class Solution" in code else module
-        method = getattr(target, request["entry_point"])
+        method = getattr(_load(PRELUDE + "\n\n" + request["program"], limit), request["entry_point"])
     except BaseException as exc:
-        return emit(_error("program", exc, describe))
+        sys.setrecursionlimit(RECURSION_LIMIT)
+        _swap(own)
+        return emit(_error(exc, describe, during_load=True))
     for args in inputs:
         try:
-            with _time_limit(limit):
-                value = method(*args)
-            if isinstance(value, tuple):  # lcb_runner: "don't penalize model if it produces tuples instead of lists"
-                value = list(value)
-        except BaseException as exc:
-            return emit(_error("timeout" if isinstance(exc, TimeoutException) else "exception", exc, describe))
-        try:
-            record = plain_data.encode_output(value, inline_limit)
-        except BaseException as exc:
-            return emit(_error("unserialisable", exc, describe))
-        emit(record)
-
-
-def _run_stdin_program(request: dict, output_cap: int, emit, describe) -> None:
-    """The child of one stdin test: fd 0 holds the input, fd 1 the output file (see the module doc)."""
-    sys.set_int_max_str_digits(INT_MAX_STR_DIGITS)
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # output past the cap: the write fails (EFBIG), the program errs
-    resource.setrlimit(resource.RLIMIT_FSIZE, (output_cap, output_cap))
-    sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", newline="\n", closefd=False)
-    sys.stdout = sys.__stdout__ = out = open(1, "w", encoding="utf-8", newline="\n", closefd=False)
-    namespace = {"__name__": "__main__", "__builtins__": builtins}
-    try:
-        with _time_limit(request["test_timeout_s"]):
+            signal.setitimer(signal.ITIMER_REAL, limit)
             try:
-                exec(compile(PRELUDE + "\n" + request["program"], "<solution>", "exec"), namespace)
-            except SystemExit:
-                pass
-            if not out.closed:  # a program may close its standard output when done, as any process may
-                out.flush()
-    except BaseException as exc:
-        return emit(_error("timeout" if isinstance(exc, TimeoutException) else "exception", exc, describe))
-    emit({"done": True})
-
-
-def _memory_file(name: str, data: bytes = b"") -> int:
-    fd = os.memfd_create(name)
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
-
-
-def _test_record(outcome: str, report: bytes, stdout_fd: int, output_cap: int, elapsed: float, limit: float) -> dict:
-    """The host's record of one stdin test: ``{"v": output text, "t": seconds}`` or an error record."""
-    if outcome == "killed":
-        return {"error": "timeout", "detail": f"still running {limit + KILL_GRACE_S:.1f} s after it started"}
-    try:
-        status = plain_data.loads(report) if outcome == "done" and report.count(b"\n") == 1 else None
-    except ValueError:
-        status = None
-    if status == {"done": True}:
-        size = os.fstat(stdout_fd).st_size
-        if size > output_cap:
-            return {"error": "exception", "detail": f"wrote {size} bytes of output (the cap is {output_cap})"}
-        return {"v": os.pread(stdout_fd, size, 0).decode("utf-8", errors="replace"), "t": elapsed}
-    if isinstance(status, dict) and set(status) == {"error", "detail"} \
-            and status["error"] in ("timeout", "exception", "sandbox"):
-        return {"error": status["error"], "detail": str(status["detail"])[:300]}
-    return {"error": "exception", "detail": f"the program ended without finishing ({outcome}, "
-                                            f"{len(report)} report bytes): killed by a signal or exited early?"}
-
-
-def run_stdin_tests(request: dict, config: dict, run_child, emit, describe) -> tuple[str, bytes]:
-    """A ``stdin`` request, run by the worker: one child per test (``run_child(body, (stdin_fd, stdout_fd),
-    deadline_s)`` forks, confines and collects it), stopping at the first error; returns ("done", report)."""
-    lines, limit, cap = [], request["test_timeout_s"], config["output_cap"]
-    for text in request["stdin"]:
-        stdin_fd, stdout_fd = _memory_file("stdin", text.encode("utf-8")), _memory_file("stdout")
+                value = method(*args)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        except BaseException as exc:
+            sys.setrecursionlimit(RECURSION_LIMIT)
+            _swap(own)
+            return emit(_error(exc, describe))
+        program_limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(RECURSION_LIMIT)
+        program_state = _swap(own)
+        if isinstance(value, tuple):  # lcb_runner: "don't penalize model if it produces tuples instead of lists"
+            value = list(value)
         try:
-            start = time.perf_counter()
-            outcome, report = run_child(lambda: _run_stdin_program(request, cap, emit, describe),
-                                        (stdin_fd, stdout_fd), limit + KILL_GRACE_S)
-            record = _test_record(outcome, report, stdout_fd, cap, time.perf_counter() - start, limit)
-        finally:
-            os.close(stdin_fd)
-            os.close(stdout_fd)
-        lines.append(plain_data.dumps(record) + "\n")
-        if "error" in record:
-            break
-    return "done", "".join(lines).encode()
+            record = plain_data.encode_output(value, inline_limit, extended=True)
+        except BaseException as exc:
+            return emit({"error": "unserialisable", "detail": describe(exc)})
+        emit(record)
+        _swap(program_state)
+        sys.setrecursionlimit(program_limit)
+
+
+# ------------------------------------------------------------------------------------------------ stdin
+def _unwrap_main(program: str) -> str:
+    """lcb_runner's ``clean_if_name``: a last top-level ``if __name__ == '__main__':`` replaced by its body."""
+    try:
+        tree = ast.parse(program)
+        last = tree.body[-1]
+        if isinstance(last, ast.If) and ast.unparse(last.test).strip() == "__name__ == '__main__'":
+            return ast.unparse(tree.body[:-1]) + "\n" + ast.unparse(last.body)
+    except Exception:  # noqa: BLE001 - as lcb_runner: anything that does not parse stays as it is
+        pass
+    return program
+
+
+def as_function(program: str) -> str:
+    """lcb_runner's ``clean_if_name`` + ``make_function``: the prelude, the program's top-level imports, then every
+    other top-level statement as the body of ``wrapped_function()``; the program unchanged when it does not
+    parse (it then fails to load)."""
+    program = _unwrap_main(program)
+    try:
+        tree = ast.parse(program)
+        function = ast.parse("def wrapped_function():\n    pass").body[0]
+        function.body = [statement for statement in tree.body if not isinstance(statement, _IMPORTS)]
+        imports = [statement for statement in tree.body if isinstance(statement, _IMPORTS)]
+        return PRELUDE + "\n" + ast.unparse(imports) + "\n" + ast.unparse(function)
+    except Exception:  # noqa: BLE001 - as lcb_runner
+        return program
+
+
+def _lcb_stdio(text: str, stack: ExitStack) -> io.StringIO:
+    """Enter lcb_runner's standard-input mocks for ``text`` on ``stack``, in the order its stacked ``patch``
+    decorators start (``read``, ``readlines``, ``readline`` of the process's own ``sys.stdin``, then ``sys.stdin``,
+    then ``builtins.open``), and its stdout capture; return the capture (whose ``close`` takes one argument, as
+    lcb_runner's)."""
+    capture = io.StringIO()
+    capture.close = lambda x: 1
+    stack.enter_context(mock.patch("sys.stdout", capture))
+    lines = iter(text.split("\n"))
+    for target, value in (("sys.stdin.read", lambda *args: text),
+                          ("sys.stdin.readlines", lambda *args: text.split("\n")),
+                          ("sys.stdin.readline", lambda *args: next(lines)), ("sys.stdin", io.StringIO(text)),
+                          ("builtins.open", mock.mock_open(read_data=text))):
+        stack.enter_context(mock.patch(target, value))
+    return capture
+
+
+def run_stdin_tests(request: dict, emit, describe) -> None:
+    """The child of a ``stdin`` request (see the module doc): one record per test, ``{"v": captured output, "t":
+    seconds}``, until the first error."""
+    sys.set_int_max_str_digits(INT_MAX_STR_DIGITS)
+    sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", closefd=False)
+    sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", closefd=False)
+    own, limit = _state(), request["test_timeout_s"]
+    try:
+        function = _load(as_function(request["program"]), limit).wrapped_function
+    except BaseException as exc:
+        sys.setrecursionlimit(RECURSION_LIMIT)
+        _swap(own)
+        return emit(_error(exc, describe, during_load=True))
+    for text in request["stdin"]:
+        failure, start = None, time.perf_counter()
+        try:
+            with ExitStack() as mocks:  # entered and left in the program's state, as lcb_runner's patches
+                capture = _lcb_stdio(text, mocks)
+                signal.setitimer(signal.ITIMER_REAL, limit)
+                try:
+                    function()
+                except SystemExit:
+                    pass
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+        except BaseException as exc:
+            failure = exc
+        elapsed, program_limit = time.perf_counter() - start, sys.getrecursionlimit()
+        sys.setrecursionlimit(RECURSION_LIMIT)
+        program_state = _swap(own)
+        if failure is not None:
+            return emit(_error(failure, describe))
+        emit({"v": capture.getvalue(), "t": elapsed})
+        _swap(program_state)
+        sys.setrecursionlimit(program_limit)
+
+
+def per_test_deadlines(request: dict) -> tuple[float, float]:
+    """(first, next): the worker kills the child of an LCB request when its first test has not ended ``first`` s
+    after it started (loading has its own limit), or a later one ``next`` s after the test before."""
+    limit = request["test_timeout_s"]
+    return 2 * limit + KILL_GRACE_S, limit + KILL_GRACE_S

@@ -2,26 +2,28 @@
 
 The rules are lcb_runner's ``lcb_runner/evaluation/testing_util.py`` (``run_test``, ``grade_stdio``,
 ``grade_call_based``) as shipped in ``nvidia-livecodebench`` 26.3: the tests run in order (public, then private), the
-first failing one ends the problem, and a problem passes when every test passed (pass@1 over problems, one greedy
-sample each).
+first failing one ends the problem, and a problem passes when every test passed. (Several samples of a problem are
+several programs: ``sbd_core.benchmarks.lcbv6`` grades each and computes pass@k.)
 
 * stdin problems (:func:`stdin_output_matches`): the whole output and the expected one are stripped and split into
   lines, each line stripped; the line counts must match, and each line must be equal or, token by token, equal as
   ``decimal.Decimal`` numbers ("1.0" matches "1"; there is no float tolerance).
 * functional problems: the arguments are the test input's lines, each JSON-decoded; the returned value (a tuple
-  counted as a list) must ``==`` the JSON-decoded expected output.
-* each test has ``test_timeout_s`` (lcb_runner: 6 s) of wall time; a program that does not load, raises, times out
-  or returns something that is not plain data fails.
+  counted as a list; a ``Fraction``, ``Decimal`` or numeric numpy array rebuilt here) passes when ``value ==
+  expected`` is true; a value that is not plain data is a wrong answer (lcb_runner's ``==`` is false for it), a
+  comparison that raises a runtime error.
+* each test has ``test_timeout_s`` (lcb_runner: 6 s) of wall time; a program that does not load, raises or times
+  out fails.
 
-The programs run in the code sandbox (``sandbox.py``; the sandbox side is ``lcb_child.py``): each problem is one
-request to a sandboxed worker, the candidate's process never sees an expected output, and what it printed or returned
-comes back as plain data and is compared here. Problems are prepared one at a time as workers free up and judged as
-their runs end, so the decompressed tests of only a few problems are in memory at once.
+The programs run in the code sandbox (``sandbox.py``; the sandbox side, lcb_runner's harness, is ``lcb_child.py``):
+each problem is one request to a sandboxed worker, the candidate's process never sees an expected output, and what it
+printed or returned comes back as plain data and is compared here. Problems are prepared one at a time as workers free
+up and judged as their runs end, so the decompressed tests of only a few problems are in memory at once.
 
 Statuses (``per_problem[question_id]["status"]``, lcb_runner's error codes in brackets): ``passed``, ``wrong_answer``
-(-2), ``time_limit_exceeded`` (-3), ``runtime_error`` (-4: the program did not load, raised or returned something
-unserialisable), ``no_code`` (no program was extracted; lcb_runner runs the empty program), ``test_error`` (a test of
-the problem cannot be decoded, which fails every program, as lcb_runner's "Error during testing", -4).
+(-2), ``time_limit_exceeded`` (-3), ``runtime_error`` (-4: the program did not load or raised, or the comparison
+raised), ``no_code`` (no program was extracted; lcb_runner runs the empty program), ``test_error`` (a test of the
+problem cannot be decoded, which fails every program, as lcb_runner's "Error during testing", -4).
 """
 
 from __future__ import annotations
@@ -86,12 +88,10 @@ def stdin_output_matches(prediction: str, expected: str) -> bool:
 
 
 def _value_mismatch(value: Any, expected: Any) -> str | None:
-    """Why a functional program's returned value fails (lcb_runner: ``prediction == gt_out``), or None."""
-    try:
-        if not isinstance(value, Digest) and bool(value == expected):
-            return None
-    except Exception:  # noqa: BLE001 - an incomparable value is a wrong answer
-        pass
+    """Why a functional program's returned value fails (lcb_runner: ``not (prediction == gt_out)``), or None; raises
+    what the comparison raises (a numpy array of several items), which lcb_runner counts as a runtime error."""
+    if not isinstance(value, Digest) and (value == expected):  # its truth value, as lcb_runner's ``if not``
+        return None
     return f"wrong answer: returned {str(value)[:100]}, expected {str(expected)[:100]}"
 
 
@@ -128,6 +128,8 @@ def _judge(request: dict, outcome: str, raw: bytes, expected: list) -> dict:
         raise RuntimeError(f"the sandbox could not confine a LiveCodeBench program: {report.detail}")
     if report.error == "timeout" or outcome == "killed":
         return _verdict(TIME_LIMIT_EXCEEDED, failed, report.detail or "the run passed its deadline")
+    if report.error == "unserialisable":  # not plain data: lcb_runner's == with a list or number is False
+        return _verdict(WRONG_ANSWER, failed, f"returned something that is not plain data ({report.detail})")
     if report.error is not None:
         return _verdict(RUNTIME_ERROR, failed, f"{report.error}: {report.detail}")
     if failed < len(expected):
@@ -183,7 +185,7 @@ def evaluate_lcb(problems: Sequence[Mapping[str, Any]], programs: Mapping[str, s
                 continue
             n = len(expected[index])
             yield {"id": index, "program": programs[qid], "test_timeout_s": float(test_timeout_s), "guard": "lcb",
-                   "memory_bytes": max_memory_bytes, "deadline_s": (test_timeout_s + 1) * n + 5, **fields}
+                   "memory_bytes": max_memory_bytes, "deadline_s": (test_timeout_s + 1) * (n + 1) + 5, **fields}
 
     def handle(request: dict, outcome: str, raw: bytes) -> None:
         verdicts[ids[request["id"]]] = _judge(request, outcome, raw, expected.pop(request["id"]))

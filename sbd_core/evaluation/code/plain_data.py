@@ -14,7 +14,16 @@ with a rigged ``__eq__`` cannot be mistaken for the right value):
   the same numpy type, so comparisons behave as they do in evalplus's own process).
 
 ``collections.OrderedDict``, ``defaultdict`` and ``Counter`` are encoded as ``dict`` (their equality with a dict is
-dict equality); every other type (custom classes, generators, ndarrays, ``bytearray``...) raises ``Unserialisable``.
+dict equality). With ``extended=True`` (LiveCodeBench, whose grader compares a returned value with ``==``, under which
+these can equal plain data) three more exact types are encoded and decoded back to the same type:
+
+* ``{"$": "fraction", "v": [numerator, denominator]}`` (``fractions.Fraction``), ``{"$": "decimal", "v": str}``
+  (``decimal.Decimal``, exact);
+* ``{"$": "ndarray", "dtype": "<i8", "shape": [...], "v": [items in C order]}``: numpy arrays of bool/int/uint/
+  float/complex dtype.
+
+Every other type (custom classes, generators, ``bytearray``, ndarrays without ``extended``...) raises
+``Unserialisable``. ``decode`` accepts every tag (it only ever builds these standard types).
 
 One program output travels as one JSON line (``encode_output``/``decode_output``): ``{"v": encoded}`` or, when
 its exact serialisation (``marshal`` version 0, no sharing or interning) is larger than ``inline_limit`` bytes,
@@ -34,6 +43,8 @@ import marshal
 import math
 import sys
 from dataclasses import dataclass
+from fractions import Fraction
+from decimal import Decimal
 from typing import Any, Iterator
 
 __all__ = ["Digest", "Unserialisable", "encode", "decode", "encode_output", "decode_output", "dumps", "loads"]
@@ -44,6 +55,7 @@ _NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 _DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict, collections.Counter)
 _SEQUENCE_TAGS = {"tuple": tuple, "set": set, "frozenset": frozenset}
 _NUMPY_KINDS = "biufc"
+_EXTRA_KEYS = {"numpy": ("dtype",), "ndarray": ("dtype", "shape")}
 
 
 class Unserialisable(TypeError):
@@ -71,8 +83,22 @@ def _encode_numpy(x: Any) -> dict:
     return {_TAG: "numpy", "dtype": x.dtype.str, "v": encode(x.item())}
 
 
-def encode(x: Any) -> Any:
-    """Plain value -> JSON-ready structure (exact types only); raise Unserialisable otherwise."""
+def _encode_extended(x: Any) -> dict:
+    """A Fraction, Decimal or numeric ndarray (exact types) -> tagged value; anything else is Unserialisable."""
+    kind, numpy = type(x), sys.modules.get("numpy")
+    if kind is Fraction:
+        return {_TAG: "fraction", "v": [encode(x.numerator), encode(x.denominator)]}
+    if kind is Decimal:
+        return {_TAG: "decimal", "v": str(x)}
+    if numpy is not None and kind is numpy.ndarray and x.dtype.kind in _NUMPY_KINDS:
+        return {_TAG: "ndarray", "dtype": x.dtype.str, "shape": list(x.shape),
+                "v": [encode(item) for item in x.ravel().tolist()]}
+    raise Unserialisable(f"{kind.__module__}.{kind.__qualname__} is not plain data")
+
+
+def encode(x: Any, extended: bool = False) -> Any:
+    """Plain value -> JSON-ready structure (exact types only; ``extended``: Fraction, Decimal and numeric ndarrays
+    too); raise Unserialisable otherwise."""
     kind = type(x)
     if x is None or kind is bool or kind is str:
         return x
@@ -81,15 +107,17 @@ def encode(x: Any) -> Any:
     if kind is float:
         return _encode_float(x)
     if kind is list:
-        return [encode(item) for item in x]
+        return [encode(item, extended) for item in x]
     if kind in (tuple, set, frozenset):
-        return {_TAG: kind.__name__, "v": [encode(item) for item in x]}
+        return {_TAG: kind.__name__, "v": [encode(item, extended) for item in x]}
     if kind in _DICT_TYPES:
-        return {_TAG: "dict", "v": [[encode(key), encode(value)] for key, value in dict.items(x)]}
+        return {_TAG: "dict", "v": [[encode(key, extended), encode(value, extended)] for key, value in dict.items(x)]}
     if kind is bytes:
         return {_TAG: "bytes", "v": base64.b64encode(x).decode("ascii")}
     if kind is complex:
         return {_TAG: "complex", "v": [_encode_float(x.real), _encode_float(x.imag)]}
+    if extended and (kind in (Fraction, Decimal) or kind.__name__ == "ndarray"):
+        return _encode_extended(x)
     if kind.__module__ == "numpy":
         return _encode_numpy(x)
     raise Unserialisable(f"{kind.__module__}.{kind.__qualname__} is not plain data")
@@ -97,7 +125,7 @@ def encode(x: Any) -> Any:
 
 def _decode_tagged(obj: dict) -> Any:
     tag, value = obj.get(_TAG), obj.get("v")
-    keys = {_TAG, "v", "dtype"} if tag == "numpy" else {_TAG, "v"}
+    keys = {_TAG, "v", *_EXTRA_KEYS.get(tag, ())}
     if set(obj) != keys:
         raise ValueError(f"tagged value {tag!r} has keys {sorted(obj)}, expected {sorted(keys)}")
     if tag == "int" and type(value) is str:
@@ -114,7 +142,32 @@ def _decode_tagged(obj: dict) -> Any:
         return complex(*(decode(part) for part in value))
     if tag == "numpy" and type(obj["dtype"]) is str:
         return _decode_numpy(obj["dtype"], decode(value))
+    if tag == "fraction" and type(value) is list and len(value) == 2:
+        numerator, denominator = (decode(part) for part in value)
+        if type(numerator) is int and type(denominator) is int and denominator > 0:
+            return Fraction(numerator, denominator)
+    if tag == "decimal" and type(value) is str:
+        return _decode_decimal(value)
+    if tag == "ndarray" and type(value) is list and type(obj["dtype"]) is str and type(obj["shape"]) is list:
+        return _decode_ndarray(obj["dtype"], obj["shape"], [decode(item) for item in value])
     raise ValueError(f"malformed tagged value {tag!r}")
+
+
+def _decode_decimal(text: str) -> Decimal:
+    try:
+        return Decimal(text)
+    except ArithmeticError:  # decimal.InvalidOperation: not a number literal
+        raise ValueError(f"{text[:40]!r} is not a decimal number") from None
+
+
+def _decode_ndarray(dtype: str, shape: list, values: list) -> Any:
+    import numpy
+
+    kind = numpy.dtype(dtype)
+    if kind.kind not in _NUMPY_KINDS or not all(type(n) is int and n >= 0 for n in shape) \
+            or math.prod(shape) != len(values) or not all(type(v) in (bool, int, float, complex) for v in values):
+        raise ValueError(f"ndarray of dtype {dtype!r} and shape {shape} does not hold {len(values)} plain scalars")
+    return numpy.array(values, dtype=kind).reshape(shape)
 
 
 def _decode_numpy(dtype: str, value: Any) -> Any:
@@ -166,8 +219,9 @@ def _marshal_chunks(value: Any) -> Iterator[bytes]:
         yield b"V" + marshal.dumps(value, 0)
 
 
-def encode_output(value: Any, inline_limit: int) -> dict:
-    """One program output -> ``{"v": encoded}`` or ``{"digest", "nbytes"}`` when larger than ``inline_limit``.
+def encode_output(value: Any, inline_limit: int, extended: bool = False) -> dict:
+    """One program output -> ``{"v": encoded}`` or ``{"digest", "nbytes"}`` when larger than ``inline_limit``
+    (``extended``: see ``encode``).
 
     Raises Unserialisable (or ValueError for nesting too deep) when the value is not plain data."""
     hasher, nbytes = hashlib.sha256(), 0
@@ -176,10 +230,10 @@ def encode_output(value: Any, inline_limit: int) -> dict:
             hasher.update(chunk)
             nbytes += len(chunk)
     except ValueError:  # marshal refuses exotic types; encode() below names the culprit
-        return {"v": encode(value)}
+        return {"v": encode(value, extended)}
     if nbytes > inline_limit:
         return {"digest": hasher.hexdigest(), "nbytes": nbytes}
-    return {"v": encode(value)}
+    return {"v": encode(value, extended)}
 
 
 def decode_output(obj: dict) -> Any:

@@ -11,8 +11,9 @@ request (one JSON line)::
      "output_mode": "plain" | "is_not_none" | "bool_or_not_none", "record_time": bool,
      "guard": "evalplus" | "lcb" | null, "kind": "function" (the default) | "lcb_call" | "stdin"}
 
-``kind`` "lcb_call" and "stdin" are LiveCodeBench's call-based and stdin programs (``lcb_child.py``; "lcb_call" adds
-``test_timeout_s``, "stdin" replaces ``inputs`` with ``stdin``, a list of input texts, one child process per text).
+``kind`` "lcb_call" and "stdin" are LiveCodeBench's call-based and stdin programs (``lcb_child.py``; both add
+``test_timeout_s``, "stdin" replaces ``inputs`` with ``stdin``, a list of input texts); their child is also killed
+when one test takes longer than its limit + 1 s (the first test: twice its limit + 1 s, loading included).
 
 response: a header line ``{"id", "outcome", "nbytes"}`` followed by ``nbytes`` bytes of the child's report, where
 ``outcome`` is ``done`` (the child closed its pipe), ``killed`` (``deadline_s`` passed) or ``too_large`` (the
@@ -58,6 +59,11 @@ _BLOCKED_POSIX = ("fork", "forkpty", "posix_spawn", "posix_spawnp", "execv", "ex
 _BLOCKED_SOCKET = ("socket", "SocketType", "socketpair", "create_connection", "create_server", "fromfd")
 PR_SET_DUMPABLE = 4
 CHILD_REPORT_FD = 3
+# a child's files (tmpfs, or the host's disk without the jail) and descriptors: with memfd and System V memory refused
+# (jail.forbid_new_processes) and the jail's tmpfs mounts size-limited, these bound what a program holds outside its
+# address space (pipes and sockets: a bounded number of bounded buffers)
+FILE_SIZE_LIMIT = 64 << 20
+OPEN_FILES_LIMIT = 256
 _exit = os._exit  # the child exits through this even if the program replaced os._exit
 
 
@@ -129,9 +135,13 @@ def _run_inputs(request: dict, inline_limit: int) -> None:
 
 
 def _confine(request: dict) -> None:
-    """The child's own directory, no new processes, then the memory limit and the request's guard."""
+    """The child's own directory, no new processes (nor memory outside its address space: ``jail``), bounded files
+    and descriptors, then the memory limit and the request's guard."""
     os.chdir(tempfile.mkdtemp())
     jail.forbid_new_processes()
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the file-size limit fails (EFBIG) instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES_LIMIT, OPEN_FILES_LIMIT))
     memory, guard = request["memory_bytes"], request["guard"]
     if guard == "evalplus":
         reliability_guard(maximum_memory_bytes=memory)
@@ -143,15 +153,14 @@ def _confine(request: dict) -> None:
         _extra_guard()
 
 
-def _child(request: dict, report_fd: int, body, stdio: tuple[int, int] | None) -> None:
-    """Forked child: private descriptors (``stdio``: its stdin and stdout, else /dev/null), ``_confine``, then
-    ``body()``; never returns."""
+def _child(request: dict, report_fd: int, body, args: tuple) -> None:
+    """Forked child: private descriptors (standard input and output on /dev/null), ``_confine``, then
+    ``body(*args)`` (called directly: the program's calls start few frames deep, as in lcb_runner); never returns."""
     try:
         os.setpgid(0, 0)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         null = os.open(os.devnull, os.O_RDWR)
-        stdin_fd, stdout_fd = stdio or (null, null)
-        for fd, source in ((0, stdin_fd), (1, stdout_fd), (2, null), (CHILD_REPORT_FD, report_fd)):
+        for fd, source in ((0, null), (1, null), (2, null), (CHILD_REPORT_FD, report_fd)):
             os.dup2(source, fd)
         os.closerange(CHILD_REPORT_FD + 1, 1 << 16)
         try:
@@ -159,17 +168,22 @@ def _child(request: dict, report_fd: int, body, stdio: tuple[int, int] | None) -
         except BaseException as exc:  # a sandbox defect, not the program's: say so (a reference run then raises)
             _emit({"error": "sandbox", "detail": _describe(exc)})
             return
-        body()
+        body(*args)
     finally:
         _exit(0)
 
 
-def _collect(read_fd: int, deadline_s: float, cap: int) -> tuple[str, bytes]:
-    """Read the child's report until EOF, the deadline or the size cap."""
-    chunks, total, end = [], 0, time.monotonic() + deadline_s
+def _collect(read_fd: int, deadline_s: float, cap: int, per_line_s: tuple[float, float] | None = None
+             ) -> tuple[str, bytes]:
+    """Read the child's report until EOF, the deadline or the size cap. ``per_line_s`` (first, next): the child is
+    also killed when its first report line takes longer than ``first`` seconds, or a later one longer than ``next``
+    after the line before (one line per test)."""
+    start = time.monotonic()
+    chunks, total, end = [], 0, start + deadline_s
+    line_end = start + per_line_s[0] if per_line_s else end
     outcome = "done"
     while True:
-        remaining = end - time.monotonic()
+        remaining = min(end, line_end) - time.monotonic()
         if remaining <= 0 or not select.select([read_fd], [], [], remaining)[0]:
             outcome = "killed"
             break
@@ -181,6 +195,8 @@ def _collect(read_fd: int, deadline_s: float, cap: int) -> tuple[str, bytes]:
             outcome = "too_large"
             break
         chunks.append(data)
+        if per_line_s and b"\n" in data:
+            line_end = time.monotonic() + per_line_s[1]
     os.close(read_fd)
     return outcome, b"".join(chunks) if outcome != "too_large" else b""
 
@@ -211,33 +227,34 @@ def _wipe_scratch() -> None:
                     os.unlink(path)
 
 
-def _run_child(request: dict, config: dict, body, stdio: tuple[int, int] | None = None,
-               deadline_s: float | None = None) -> tuple[str, bytes]:
-    """Fork a child that runs ``body`` (see ``_child``), collect its report until ``deadline_s`` (default: the
-    request's), kill whatever it left; return (outcome, report bytes)."""
+def _run_child(request: dict, config: dict, body, args: tuple, per_line_s: tuple[float, float] | None
+               ) -> tuple[str, bytes]:
+    """Fork a child that runs ``body(*args)`` (see ``_child``), collect its report until the request's
+    ``deadline_s`` (and ``per_line_s``, see ``_collect``), kill whatever it left; return (outcome, report bytes)."""
     read_fd, write_fd = os.pipe()
     child = os.fork()
     if child == 0:
         os.close(read_fd)
-        _child(request, write_fd, body, stdio)
+        _child(request, write_fd, body, args)
     os.close(write_fd)
     with contextlib.suppress(OSError):
         os.setpgid(child, child)
-    outcome, report = _collect(read_fd, deadline_s or request["deadline_s"], config["output_cap"])
+    outcome, report = _collect(read_fd, request["deadline_s"], config["output_cap"], per_line_s)
     _kill_leftovers(child)
     return outcome, report
 
 
 def run_request(request: dict, config: dict) -> tuple[str, bytes]:
-    """Run ``request`` in forked children (one, or one per stdin test), clean up; return (outcome, report bytes)."""
+    """Run ``request`` in a forked child, clean up; return (outcome, report bytes)."""
     kind, inline_limit = request.get("kind", "function"), config["inline_limit"]
     if kind == "stdin":
-        result = lcb_child.run_stdin_tests(request, config, lambda body, stdio, deadline: _run_child(
-            request, config, body, stdio, deadline), _emit, _describe)
+        body, args = lcb_child.run_stdin_tests, (request, _emit, _describe)
     elif kind == "lcb_call":
-        result = _run_child(request, config, lambda: lcb_child.run_call_based(request, inline_limit, _emit, _describe))
+        body, args = lcb_child.run_call_based, (request, inline_limit, _emit, _describe)
     else:
-        result = _run_child(request, config, lambda: _run_inputs(request, inline_limit))
+        body, args = _run_inputs, (request, inline_limit)
+    per_line_s = lcb_child.per_test_deadlines(request) if kind in ("stdin", "lcb_call") else None
+    result = _run_child(request, config, body, args, per_line_s)
     _wipe_scratch()
     return result
 

@@ -1,0 +1,95 @@
+"""The README is a front page: short, its first screen says where results land and how to rerun, redraw and run on
+SLURM, every number of its results tables comes from the shipped run, and every link of it and of docs/ resolves.
+(Its rerun and redraw commands run as printed in tests/test_workflow.py, on the smoke run's products.)"""
+
+import csv
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+SUMMARY = ROOT / "results" / "reference" / "embedded" / "summary.csv"
+
+
+def test_readme_is_a_front_page():
+    lines = README.splitlines()
+    assert len(lines) <= 200
+    first_screen = "\n".join(lines[:50])
+    for what in ("results/embedded/report/",  # where the report lands
+                 "snakemake --forcerun score",  # rerun one stage
+                 "rm results/embedded/report/speedup_math.png && snakemake",  # redraw a figure
+                 "--configfile config/figures.yaml",  # redraw Figures 5, 12, 13
+                 "--profile profiles/slurm",  # SLURM
+                 "--configfile config/config.yaml my.yaml",  # stack a config
+                 "--report report.html"):
+        assert what in first_screen, what
+    quick_reference = README.split("## Quick reference", 1)[1].split("\n## ", 1)[0]
+    assert "lm_eval_cli run --model sbd" in quick_reference
+
+
+def results_tables() -> list[list[dict[str, str]]]:
+    """The markdown tables of the README's results section, as rows keyed by header."""
+    section = README.split("## What the embedded default shows", 1)[1].split("\n## ", 1)[0]
+    tables = []
+    for block in re.findall(r"(?:^\|.*\|\n)+", section, re.M):
+        header, _, *body = [[cell.strip() for cell in line.strip("|").split("|")] for line in block.splitlines()]
+        tables.append([dict(zip(header, row)) for row in body])
+    return tables
+
+
+def shipped() -> dict[tuple[str, str], dict[str, str]]:
+    """summary.csv of the shipped run, by (label, benchmark)."""
+    return {(row["label"], row["benchmark"]): row for row in csv.DictReader(open(SUMMARY, encoding="utf-8"))}
+
+
+def pct(value: str, signed: bool = False) -> str:
+    return f"{100 * float(value):{'+' if signed else ''}.1f}"
+
+
+def x(value: str) -> str:
+    return f"{float(value):.2f}"
+
+
+ACCURACY = re.compile(r"(?P<acc>[\d.]+) \[(?P<lo>[\d.]+), (?P<hi>[\d.]+)\] \((?P<nfe>[\d.]+)x"
+                      r"(?:; wall (?P<wall>[\d.]+)x)?(?:; latency (?P<latency>[\d.]+)x)?\)")
+DIFFERENCE = re.compile(r"(?P<diff>[+-][\d.]+) \[(?P<lo>[+-][\d.]+), (?P<hi>[+-][\d.]+)\] pt, p=(?P<p>[\d.e+-]+): "
+                        r"(?P<verdict>.+)")
+
+
+def test_every_number_of_the_results_tables_is_the_shipped_runs():
+    """Each cell of the accuracy table and of the differences table equals summary.csv's row for that label and
+    benchmark, at the printed precision."""
+    accuracy, differences = results_tables()
+    rows = shipped()
+    benchmarks = {column: column.split(":")[0] for column in accuracy[0] if column != "objective / sampling"}
+    assert sorted(benchmarks.values()) == ["code", "math"]
+    for line in accuracy:
+        for column, benchmark in benchmarks.items():
+            row, cell = rows[(line["objective / sampling"], benchmark)], ACCURACY.fullmatch(line[column])
+            assert cell, line[column]
+            printed = {k: v for k, v in cell.groupdict().items() if v is not None}
+            expected = {"acc": pct(row["accuracy"]), "lo": pct(row["accuracy_lo"]), "hi": pct(row["accuracy_hi"]),
+                        "nfe": x(row["nfe_speedup"]), "wall": x(row["wall_speedup"]),
+                        "latency": x(row["latency_speedup"])}
+            assert printed == {k: expected[k] for k in printed}, (line["objective / sampling"], benchmark)
+    for line in differences:
+        for benchmark in ("math", "code"):
+            row, cell = rows[(line["difference to the NTP arm"], benchmark)], DIFFERENCE.fullmatch(line[benchmark])
+            assert cell, line[benchmark]
+            assert cell.groupdict() == {
+                "diff": pct(row["diff_vs_ntp"], True), "lo": pct(row["diff_lo"], True),
+                "hi": pct(row["diff_hi"], True), "p": f"{float(row['mcnemar_p']):.2g}",
+                "verdict": row["accuracy_verdict"].split(" by ")[0]}, (line["difference to the NTP arm"], benchmark)
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", ROOT / "config" / "README.md", ROOT / "results" / "README.md",
+                                  *sorted((ROOT / "docs").glob("*.md"))], ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_resolves(page):
+    for target in LINK.findall(page.read_text()):
+        if not re.match(r"[a-z]+://", target):
+            assert (page.parent / target).exists(), f"{page.relative_to(ROOT)} links {target}"
