@@ -227,7 +227,8 @@ def test_the_split_setting_chooses_the_problems_and_every_score_names_it(tmp_pat
     one_worker = {"parallel": 1} if name == "code" else {}
     score = score_generations(name, generations, files["dev"], one_worker, tmp_path)
     assert score["split"] == "dev" and score["accuracy"] == 1.0
-    assert score_generations(name, generations, files["dev"], {"split": "dev", **one_worker}, tmp_path)["split"] == "dev"
+    stated = score_generations(name, generations, files["dev"], {"split": "dev", **one_worker}, tmp_path)
+    assert stated["split"] == "dev"
     with pytest.raises(ValueError, match=r"dev/.*_test.jsonl: the benchmark stage wrote this test file from the 'dev' "
                                          r"split, but the settings name split 'test'"):
         score_generations(name, generations, files["dev"], {"split": "test"}, tmp_path)

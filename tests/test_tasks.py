@@ -178,7 +178,8 @@ def test_math_problems_hash_to_their_split_by_computation():
     problems share no computation."""
     keys = {}
     for split, n, seeds in (("train", 3000, (0, 1)), ("dev", 1000, (0,)), ("test", 1000, (0,))):
-        keys[split] = {repr(_computation(p["question"])) for seed in seeds for p in math_task.make_problems(split, n, seed)}
+        keys[split] = {repr(_computation(p["question"]))
+                       for seed in seeds for p in math_task.make_problems(split, n, seed)}
         assert {_bucket("sbd-math-v1", key) for key in keys[split]} == {split}
     assert len(keys["dev"]) == len(keys["test"]) == 1000 and len(keys["train"]) > 5000
     assert not keys["train"] & keys["dev"] and not keys["train"] & keys["test"] and not keys["dev"] & keys["test"]

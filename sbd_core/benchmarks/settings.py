@@ -18,9 +18,10 @@ Keys, for every benchmark:
 
 Code benchmarks add ``parallel``, ``timeout_s``, ``max_memory_bytes`` (the code scorer's limits); benchmarks whose
 data are generated add ``seed`` and ``split``: ``test`` (the default; the tables' numbers) or ``dev`` (the development
-split the recipe is tuned on; :mod:`sbd_core.tasks.splits`). A real benchmark has one fixed test set and no ``split``. LiveCodeBench adds its problem window (``release``, ``start_date``, ``end_date``),
-``test_timeout_s`` (per test) and ``max_tests_bytes`` (the cap on one problem's decompressed tests); its ``data`` is
-a folder of the hub dataset's shards.
+split the recipe is tuned on; :mod:`sbd_core.tasks.splits`); a real benchmark has one fixed test set and no
+``split``. LiveCodeBench adds its problem window (``release``, ``start_date``, ``end_date``), ``test_timeout_s`` (per
+test) and ``max_tests_bytes`` (the cap on one problem's decompressed tests); its ``data`` is a folder of the hub
+dataset's shards.
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ class CodeSettings(Settings):
 
 @dataclass(frozen=True, kw_only=True)
 class GeneratedSettings(Settings):
-    """Settings of a benchmark whose problems are generated from a seed (``limit`` is the count) out of its ``split``."""
+    """Settings of a benchmark whose problems are generated from a seed out of its ``split`` (``limit``: the count)."""
 
     seed: int = _setting(_non_negative_int, 0)
     split: str = _setting(_evaluation_split, "test")
