@@ -16,7 +16,10 @@ uniform, so any small gamma reveals one token per forward, as gamma 0 does; ``--
 output layer so that intermediate gammas reveal more (the cost of a forward does not change).
 
 Per configuration: tokens/s, forwards/s (batch forwards after the prefills), ms per forward (wall / forwards, prefill
-included), mean tokens per forward (tokens / row NFE); after the timed runs one more run, eager, with synchronised
+included), mean tokens per forward (tokens / row NFE), prefill forwards; for the engine what it fed: tokens per
+forward and their padding share (tokens fed that are no row's own: a compiled step's bucket padding), the dense
+attention's cells per forward and their padding share, the rows that waited during prefills, graphs compiled in the
+first run and recompiles in the timed ones (dynamo's graph count); after the timed runs one more run, eager, with synchronised
 timers around its phases (``decode_phases.py``) says where a forward's time goes. Then the token checks (engine ==
 reference, engine NTP == generate) and the ratios: engine / reference, engine NTP / generate (tokens/s), and SBD
 against NTP per decoder (wall speedup beside NFE speedup). Timing: ``--warmup`` runs, then the median of
@@ -44,6 +47,7 @@ from dataclasses import dataclass
 import torch
 import transformers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from torch._dynamo.utils import counters
 from transformers import GenerationConfig, PreTrainedTokenizerFast
 
 from decode_checks import jsonable, label, print_rows, print_summary, ratios, token_checks
@@ -110,11 +114,12 @@ class Config:
 
 @dataclass
 class Outcome:
-    """One run: per row its tokens and NFE, and the batch forwards after the prefills."""
+    """One run: per row its tokens and NFE, and the batch forwards after the prefills; what they fed, where known."""
 
     tokens: list[list[int]]
     nfe: list[int]
     forwards: int
+    fed: dict | None = None  # tokens fed, the rows' own (their widths), prefill forwards, rows waiting on them
 
 
 # ------------------------------------------------------------------------------------------------- model, prompts
@@ -182,7 +187,11 @@ def engine_run(model, tok, config: Config, s: Settings, timer: PhaseTimer | None
     def run(prompts):
         with engine_phases(timer) if timer is not None else contextlib.nullcontext():
             gens = engine.generate(prompts)
-        return Outcome([g.token_ids for g in gens], [g.nfe for g in gens], engine.forwards)
+        stats = engine.stats
+        fed = {"tokens_fed": stats.fed_tokens, "row_tokens": sum(sum(g.widths) for g in gens),
+               "prefill_forwards": stats.prefills, "rows_waiting_on_prefill": stats.waiting_rows,
+               "attention_cells": stats.attention_cells}
+        return Outcome([g.token_ids for g in gens], [g.nfe for g in gens], engine.forwards, fed)
 
     return run, engine.compile
 
@@ -200,7 +209,9 @@ def reference_run(model, tok, config: Config, s: Settings, timer: PhaseTimer | N
                 stack.enter_context(model_forward_phases(timer, model, lambda: batches.calls))
             calls = stack.enter_context(counted_forwards(model))
             gens = decoder.generate(prompts)
-        return Outcome([g.token_ids for g in gens], [g.nfe for g in gens], calls.calls - (batches.calls - start))
+        prefills = batches.calls - start
+        return Outcome([g.token_ids for g in gens], [g.nfe for g in gens], calls.calls - prefills,
+                       {"prefill_forwards": prefills})
 
     return run, False
 
@@ -248,6 +259,20 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
+def fed_columns(outcome: Outcome) -> dict:
+    """What a run fed per forward: tokens and their padding share, the dense attention's cells and theirs, prefill
+    forwards and the rows that waited during them (None where the decoder does not say)."""
+    fed = outcome.fed or {}
+    out = {"prefill_forwards": fed.get("prefill_forwards"), "rows_waiting_on_prefill": fed.get("rows_waiting_on_prefill")}
+    if "tokens_fed" in fed:
+        row_tokens, forwards = fed["row_tokens"], max(outcome.forwards, 1)
+        out.update(tokens_fed_per_fwd=fed["tokens_fed"] / forwards,
+                   padding_share=1 - row_tokens / max(fed["tokens_fed"], 1),
+                   attention_cells_per_fwd=fed["attention_cells"] / forwards,
+                   attention_padding_share=1 - row_tokens / fed["attention_cells"] if fed["attention_cells"] else None)
+    return out
+
+
 def configs_of(s: Settings) -> list[Config]:
     """Every configuration, batch by batch: generate (NTP only), then the reference and the engine per mode."""
     out = []
@@ -263,9 +288,11 @@ def measure(config: Config, model, tok, s: Settings, prompts, excluded) -> tuple
     """The configuration's row (median of the timed runs, and the instrumented run's split) and its outcomes: the
     first run's and, when instrumented, the eager instrumented run's."""
     run, compiled = make_run(config, model, tok, s, excluded)
+    graphs = counters["stats"]["unique_graphs"]
     first = run(prompts)  # the first warm-up: compiles where compiled, gives the tokens and the forward count
     for _ in range(s.warmup - 1):
         run(prompts)
+    warm = counters["stats"]["unique_graphs"]
     times = []
     for _ in range(s.repeats):
         sync(model.device)
@@ -277,7 +304,8 @@ def measure(config: Config, model, tok, s: Settings, prompts, excluded) -> tuple
     row = {"decoder": config.decoder, "mode": config.mode, "gamma": config.gamma, "batch": config.batch,
            "compiled": compiled, "wall_s": wall, "tok_per_s": tokens / wall, "fwd_per_s": first.forwards / wall,
            "ms_per_fwd": 1000 * wall / first.forwards, "tok_per_fwd": tokens / sum(first.nfe),
-           "forwards": first.forwards, "tokens": tokens, "times_s": times}
+           "forwards": first.forwards, "tokens": tokens, "times_s": times, **fed_columns(first),
+           "graphs_warmup": warm - graphs, "recompiles_after_warmup": counters["stats"]["unique_graphs"] - warm}
     outcomes = {"first": first}
     if s.breakdown and (config.decoder == "engine" or not compiled):  # a compiled generate has no phases to time
         timer = PhaseTimer(model.device)

@@ -10,7 +10,13 @@ COLUMNS = [("decoder", "{:<15}"), ("label", "{:<12}"), ("batch", "{:>5}"), ("com
            ("tok_per_fwd", "{:>8.2f}")]
 SPLIT = [("model_ms", "{:>7.2f}"), ("prefill_ms", "{:>8.2f}"), ("solver_ms", "{:>7.2f}"), ("state_ms", "{:>7.2f}"),
          ("host_ms", "{:>7.2f}"), ("instrumented_ms_per_fwd", "{:>7.2f}")]
-HEADERS = {"tok_per_s": "tok/s", "fwd_per_s": "fwd/s", "ms_per_fwd": "ms/fwd", "tok_per_fwd": "tok/fwd",
+FED = [("tokens_fed_per_fwd", "{:>9.1f}"), ("padding_share", "{:>7.3f}"), ("attention_cells_per_fwd", "{:>9.1f}"),
+       ("attention_padding_share", "{:>8.3f}"), ("prefill_forwards", "{:>8}"), ("rows_waiting_on_prefill", "{:>8}"),
+       ("graphs_warmup", "{:>7}"), ("recompiles_after_warmup", "{:>9}")]
+HEADERS = {"tokens_fed_per_fwd": "fed/fwd", "padding_share": "padding", "attention_cells_per_fwd": "cells/fwd",
+           "attention_padding_share": "cell pad", "prefill_forwards": "prefills", "rows_waiting_on_prefill": "waiting",
+           "graphs_warmup": "graphs", "recompiles_after_warmup": "recompile",
+           "tok_per_s": "tok/s", "fwd_per_s": "fwd/s", "ms_per_fwd": "ms/fwd", "tok_per_fwd": "tok/fwd",
            "model_ms": "model", "prefill_ms": "prefill", "solver_ms": "solver", "state_ms": "state",
            "host_ms": "host", "instrumented_ms_per_fwd": "total", "label": "config"}
 
@@ -75,12 +81,14 @@ def ratios(rows: list[dict]) -> dict:
 
 
 def print_rows(rows: list[dict]) -> None:
-    """The per-configuration table: speed, then the instrumented run's ms per forward by phase."""
-    print("\n" + " ".join(_cell(fmt, HEADERS.get(c, c)) for c, fmt in COLUMNS + SPLIT))
-    for row in rows:
-        cells = [fmt.format(label(row["mode"], row["gamma"]) if c == "label" else row[c]) for c, fmt in COLUMNS]
-        cells += [fmt.format(row[c]) if c in row else _cell(fmt, "-") for c, fmt in SPLIT]
-        print(" ".join(cells))
+    """The per-configuration tables: speed and the instrumented run's ms per forward by phase; what was fed."""
+    for extra in (SPLIT, FED):
+        first = COLUMNS if extra is SPLIT else COLUMNS[:4]  # the fed table: the configuration, then what it fed
+        print("\n" + " ".join(_cell(fmt, HEADERS.get(c, c)) for c, fmt in first + extra))
+        for row in rows:
+            cells = [fmt.format(label(row["mode"], row["gamma"]) if c == "label" else row[c]) for c, fmt in first]
+            cells += [fmt.format(row[c]) if row.get(c) is not None else _cell(fmt, "-") for c, fmt in extra]
+            print(" ".join(cells))
 
 
 def _cell(fmt: str, text: str) -> str:

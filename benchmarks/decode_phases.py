@@ -5,8 +5,8 @@ On a GPU every timer synchronises before and after its phase, so the phases' sum
 them; the instrumented run is therefore slower than the timed ones and is reported beside them, never instead of
 them. Phases (seconds, summed over the run):
 
-* ``model``: the model's forward of the decode steps (the engine's ``CachedForward.step`` and ``.logits``; the
-  reference's and ``generate``'s ``model.forward`` calls after each batch's first);
+* ``model``: the model's forward of the decode steps (the engine's ``CachedForward.__call__`` and ``.logits``
+  outside a prefill; the reference's and ``generate``'s ``model.forward`` calls after each batch's first);
 * ``prefill``: the prompts' forwards (the engine's ``CachedForward.prefill``; the first forward of each batch);
 * ``solver``: the solver's calls (``(logits, masked) -> (reveal, tokens)``);
 * ``state``: the engine's device bookkeeping around the solver (``Slots.update`` minus the solver: block state,
@@ -41,13 +41,15 @@ class PhaseTimer:
 
     def timed(self, phase, fn):
         """``fn`` wrapped: its synchronised duration added to ``phase`` (a name, or a function of the call's
-        arguments that returns one)."""
+        arguments that returns one, or None: not timed)."""
         def wrapper(*args, **kwargs):
+            name = phase(*args, **kwargs) if callable(phase) else phase
+            if name is None:  # a call inside another timed phase
+                return fn(*args, **kwargs)
             self.sync()
             start = time.perf_counter()
             out = fn(*args, **kwargs)
             self.sync()
-            name = phase(*args, **kwargs) if callable(phase) else phase
             self.seconds[name] += time.perf_counter() - start
             return out
 
@@ -68,11 +70,23 @@ def engine_phases(timer: PhaseTimer):
     """Time the fast engine's phases (its classes' methods wrapped for the duration; the engine must run eagerly:
     a compiled step has no phases to wrap)."""
     saved = {(cls, name): getattr(cls, name) for cls, name in
-             ((CachedForward, "step"), (CachedForward, "logits"), (CachedForward, "prefill"), (Slots, "update"))}
-    phase = {"step": "model", "logits": "model", "prefill": "prefill", "update": "update"}
+             ((CachedForward, "__call__"), (CachedForward, "logits"), (CachedForward, "prefill"), (Slots, "update"))}
+    prefilling = []  # non-empty while a prefill runs: its forward is the prefill's time, not the model's
+    model = lambda *args, **kwargs: None if prefilling else "model"  # noqa: E731
+    phase = {"__call__": model, "logits": "model", "prefill": "prefill", "update": "update"}
+
+    def flagged(fn):
+        def wrapper(*args, **kwargs):
+            prefilling.append(True)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                prefilling.pop()
+        return wrapper
+
     try:
         for (cls, name), fn in saved.items():
-            setattr(cls, name, timer.timed(phase[name], fn))
+            setattr(cls, name, timer.timed(phase[name], flagged(fn) if name == "prefill" else fn))
         yield
     finally:
         for (cls, name), fn in saved.items():

@@ -4,9 +4,11 @@ SBD mode, per batch of left-padded prompts:
   1. prefill the prompts causally;
   2. each block starts as ``k`` mask tokens; every forward feeds the block (bidirectional inside, attending to the whole
      cache), the solver reveals >= 1 masked position per row, and the block's keys/values are cropped off the cache again;
-  3. the first forward of the next block also re-feeds the finished block as ordinary causal tokens (2k tokens), whose
-     keys/values stay in the cache. The cache therefore only ever holds keys/values computed causally over real tokens,
-     exactly what an NTP model would compute.
+  3. the re-feed rule (this is its one statement; the engine, time(k) and the roofline refer here): the block's
+     keys/values were computed with masks in it and bidirectionally, so they never stay in the cache; the first forward
+     of the next block re-feeds the finished block as ordinary causal tokens in front of the new block (2k tokens),
+     and their keys/values stay. The cache therefore only ever holds keys/values computed causally over real tokens,
+     exactly what an NTP model would compute. The last block is never re-fed (nothing reads its keys).
 NTP mode prefills all but the last prompt token and then feeds one token per forward (plain greedy decoding unless the
 solver samples), so its NFE equals the number of generated tokens.
 Verified SBD (a solver with ``verify``: :mod:`sbd_core.verify`, whose loop runs on this decoder's forward, prefill
@@ -58,6 +60,7 @@ class _Batch:
     prompt_valid: torch.Tensor  # [slots, P] False on left padding
     tokens: list[list[int]]  # revealed prefix of each row's generation
     nfe: list[int]
+    widths: list[list[int]]  # per counted forward, the tokens the row fed
     done: list[bool]
     keep: list[int]
     reason: list[str]
@@ -70,8 +73,8 @@ class _Batch:
     @classmethod
     def new(cls, prompt_len: torch.Tensor, prompt_valid: torch.Tensor) -> "_Batch":
         n = len(prompt_len)
-        return cls(list(range(n)), prompt_len, prompt_valid, [[] for _ in range(n)], [0] * n, [False] * n, [0] * n,
-                   [""] * n, [0.0] * n, [[] for _ in range(n)], [[] for _ in range(n)])
+        return cls(list(range(n)), prompt_len, prompt_valid, [[] for _ in range(n)], [0] * n, [[] for _ in range(n)],
+                   [False] * n, [0] * n, [""] * n, [0.0] * n, [[] for _ in range(n)], [[] for _ in range(n)])
 
 
 class BlockDecoder:
@@ -92,13 +95,16 @@ class BlockDecoder:
         self._stop_window = max((len(s) for s in self.config.stop_strings), default=0)
         self.cache = None
         self.cache_valid = None  # verify: [rows, cache columns] the columns each row left in the cache attends to
+        self.engine: FastDecoder | None = None  # engine "fast": set up by the first generate call, then reused
 
     # ----------------------------------------------------------------------------------------------- public API
     def generate(self, prompts, progress: bool = False) -> list[Generation]:
         """Decode ``prompts`` (strings or lists of token ids) in batches; results keep the input order. With
         ``config.engine == "fast"`` the engine (:mod:`sbd_core.engine`) decodes them instead, with the same results."""
         if self.config.engine == "fast":
-            return FastDecoder(self.model, self.tokenizer, self.config, self.solver).generate(prompts, progress)
+            if self.engine is None:
+                self.engine = FastDecoder(self.model, self.tokenizer, self.config, self.solver)
+            return self.engine.generate(prompts, progress)
         ids = [self._encode(p) for p in prompts]
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths share a batch: less padding
         results: list[Generation | None] = [None] * len(ids)
@@ -212,12 +218,14 @@ class BlockDecoder:
             masked = torch.ones_like(block, dtype=torch.bool)
             first = True
             while masked.any():
-                logits = self._block_forward(st, block, prev if first else None)
+                refed = prev if first else None
+                logits = self._block_forward(st, block, refed)
                 active = masked.any(dim=1).tolist()
                 reveal, tokens = self._solve(logits, masked)
                 block = torch.where(reveal, tokens, block)
                 masked &= ~reveal
-                self._after_forward(st, block, masked, active, max_new)
+                width = length + (0 if refed is None else refed.shape[1])
+                self._after_forward(st, block, masked, active, max_new, width)
                 first = False
             st.gen_len += length
             prev = self._drop_finished(st, block)
@@ -233,7 +241,7 @@ class BlockDecoder:
             masked = torch.ones(len(st.rows), 1, dtype=torch.bool, device=padded.device)
             _, token = self._solve(logits, masked)
             # the single new position is revealed in every row: nothing stays masked
-            self._after_forward(st, token, ~masked, [True] * len(st.rows), max_new)
+            self._after_forward(st, token, ~masked, [True] * len(st.rows), max_new, 1)
             st.gen_len += 1
             token = self._drop_finished(st, token)
 
@@ -242,14 +250,16 @@ class BlockDecoder:
         return self.solver(exclude_tokens(logits, self.excluded_ids), masked)
 
     # ----------------------------------------------------------------------------------------------- bookkeeping
-    def _after_forward(self, st: _Batch, block, masked, active, max_new: int) -> None:
-        """Count the forward for active rows, extend revealed prefixes, apply the stop rule."""
+    def _after_forward(self, st: _Batch, block, masked, active, max_new: int, width: int) -> None:
+        """Count the forward (its ``width`` tokens per row) for active rows, extend revealed prefixes, apply the stop
+        rule."""
         first_masked = torch.where(masked.any(1), masked.int().argmax(1), masked.shape[1]).tolist()
         block_rows = block.tolist()
         for slot, row in enumerate(st.rows):
             if st.done[row] or not active[slot]:
                 continue
             st.nfe[row] += 1
+            st.widths[row].append(width)
             new = block_rows[slot][len(st.tokens[row]) - st.gen_len : first_masked[slot]]
             if self._check_stop(st, row, new, max_new):
                 masked[slot] = False
@@ -287,7 +297,8 @@ class BlockDecoder:
         body = ids[:-1] if st.reason[row] == "eos" else ids
         text = cut_at_stop(self.tokenizer.decode(body), self.config.stop_strings)
         verified = {"accepted": st.accepted[row], "drafted": st.drafted[row]} if self.verify else {}
-        return Generation(text, ids, st.nfe[row], st.reason[row], st.finish_time[row], **verified)
+        return Generation(text, ids, st.nfe[row], st.reason[row], st.finish_time[row], widths=st.widths[row],
+                          **verified)
 
 
 def generate(model, tokenizer, prompts, config: DecodeConfig | None = None, solver=None, progress=False):

@@ -4,7 +4,7 @@ the fast engine; ``DecodeConfig.engine`` chooses)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .mask_token import mask_token_id
 
@@ -24,6 +24,7 @@ class DecodeConfig:
     add_special_tokens: bool = True  # passed to the tokenizer when prompts are strings
     engine: str = "fast"  # "fast" (sbd_core.engine: rows on their own, static cache) or "reference" (sbd_core.decode)
     compile: bool | None = None  # fast engine: compile its step (torch.compile; CUDA graphs on a GPU); None: on GPUs
+    max_len: int | None = None  # fast engine: cache positions per row (prompt + new tokens); None: as the prompts need
 
     def __post_init__(self):
         if self.mode not in ("sbd", "ntp"):
@@ -32,6 +33,8 @@ class DecodeConfig:
             raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
         if self.compile not in (None, True, False):
             raise ValueError(f"compile must be true, false or null (compile on GPUs only), got {self.compile!r}")
+        if self.max_len is not None and (not isinstance(self.max_len, int) or self.max_len < 2):
+            raise ValueError(f"max_len must be an integer >= 2 or null, got {self.max_len!r}")
         for name in ("block_size", "max_new_tokens", "batch_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -51,6 +54,7 @@ class Generation:
     prefill_time_s: float = 0.0  # the share of wall_time_s spent prefilling its prompt (fast engine; 0: not measured)
     accepted: list[int] | None = None  # verify (sbd_core.verify): per verified draft, the tokens NTP mode kept
     drafted: list[int] | None = None  # verify: per verified draft, its tokens (a whole block, or up to its stop)
+    widths: list[int] = field(default_factory=list)  # per forward counted in nfe, the tokens the row fed in it
 
     @property
     def num_tokens(self) -> int:

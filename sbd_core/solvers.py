@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from functools import cached_property
 from typing import ClassVar
 
 import torch
@@ -93,6 +92,20 @@ def param(default, check):
 
 
 # ------------------------------------------------------------------------------------------- statistics
+class _memo:
+    """``functools.cached_property`` without its lock: on Python 3.11 its ``__get__`` takes an RLock, which
+    ``torch.compile`` cannot trace (a graph break per statistic in the engine's compiled step)."""
+
+    def __init__(self, compute):
+        self.compute, self.name = compute, compute.__name__
+
+    def __get__(self, stats, owner=None):
+        if stats is None:
+            return self
+        value = stats.__dict__[self.name] = self.compute(stats)  # the instance attribute now shadows the descriptor
+        return value
+
+
 class BlockStats:
     """Per-position float32 statistics [B,k] of p = softmax(logits), each computed when first asked for (a rule
     reads only what its proxy and count need); zero-probability terms add 0 to the entropy."""
@@ -104,25 +117,25 @@ class BlockStats:
     def of(cls, logits: torch.Tensor) -> "BlockStats":
         return cls(logits)
 
-    @cached_property
+    @_memo
     def _logp(self) -> torch.Tensor:
         return torch.log_softmax(self.logits.float(), dim=-1)
 
-    @cached_property
+    @_memo
     def entropy(self) -> torch.Tensor:
         logp = self._logp
         p = logp.exp()
         return (-torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(-1)).clamp_min(0.0)
 
-    @cached_property
+    @_memo
     def _top2(self) -> torch.Tensor:
         return self._logp.exp().topk(min(2, self.logits.shape[-1]), dim=-1).values
 
-    @cached_property
+    @_memo
     def confidence(self) -> torch.Tensor:  # max_v p(v)
         return self._top2[..., 0]
 
-    @cached_property
+    @_memo
     def margin(self) -> torch.Tensor:  # p(top1) - p(top2)
         top = self._top2
         return top[..., 0] - (top[..., 1] if top.shape[-1] > 1 else torch.zeros_like(top[..., 0]))
@@ -332,12 +345,18 @@ def exclude_tokens(logits: torch.Tensor, token_ids) -> torch.Tensor:
     softmax then gives those ids probability 0 and renormalises over the rest, so no solver statistic counts them and
     neither argmax nor sampling can choose them. At least one id must stay allowed.
     """
+    if not torch.is_tensor(token_ids):
+        token_ids = excluded_index(token_ids, logits.shape[-1], logits.device)
+    return logits.index_fill(-1, token_ids, -math.inf) if token_ids.numel() else logits
+
+
+def excluded_index(token_ids, vocab_size: int, device) -> torch.Tensor:
+    """The ids :func:`exclude_tokens` takes, as a long tensor on ``device``: build it once where a loop excludes the
+    same ids every forward (a tensor built from a list is a host-to-device copy each time)."""
     ids = sorted({int(t) for t in token_ids})
-    if not ids:
-        return logits
-    if len(ids) >= logits.shape[-1]:
-        raise ValueError(f"cannot exclude token ids {ids}: the vocabulary has only {logits.shape[-1]} ids")
-    return logits.index_fill(-1, torch.tensor(ids, device=logits.device), -math.inf)
+    if len(ids) >= vocab_size:
+        raise ValueError(f"cannot exclude token ids {ids}: the vocabulary has only {vocab_size} ids")
+    return torch.tensor(ids, dtype=torch.long, device=device)
 
 
 class Solver:
@@ -392,6 +411,8 @@ class Solver:
         """Return (reveal [B,k] bool, tokens [B,k] long) for one forward's block logits."""
         _check_inputs(logits, masked)
         masked = masked.to(logits.device)
+        if logits.shape[1] == 1:  # one position (NTP): every rule reveals it when masked; no statistic needed
+            return masked.clone(), self._tokens(logits.float())
         stats = BlockStats.of(logits)
         key = stats.error(self.rule.proxy).masked_fill(~masked, math.inf)
         order = torch.sort(key, dim=1, stable=True).indices

@@ -4,15 +4,16 @@ For a checkpoint, or a named model shape with random weights (no download), and 
 
 * ``ntp``: the NTP step (one token per row, its logits, the next token, the stop checks);
 * ``block``: an SBD step feeding a block of ``width`` tokens per row (its logits, the solver, the bookkeeping);
-* ``refeed``: the first SBD step of a block: the finished block of ``width / 2`` tokens re-fed causally plus the new
-  block (logits for the new block only).
+* ``refeed``: the first SBD step of a block, ``width / 2`` re-fed tokens plus the new block (the re-feed rule:
+  :mod:`sbd_core.decode`; logits for the new block only).
 
-Each is the engine's own step (:meth:`sbd_core.engine.slots.Slots.step`, the one host read included), every call from
-the same state. Measured as the speed stage measures (:mod:`sbd_core.rounds`): ``rounds`` rounds, every (step, batch,
-width, cached keys) once per round in a fresh random order (seeded, recorded as ``orders``); in its turn a point is set
-up anew, called ``warmup`` times untimed and ``repeats`` times timed (each call between two device synchronisations),
-and the median of those is its value in that round. A row of the file holds every round's value (``rounds_ms``), their
-median (``median_ms``) and its order-statistic interval over rounds (``lo_ms``, ``hi_ms``). The output file is what
+Each is the engine's own step (:meth:`sbd_core.engine.slots.Slots.step` through
+:class:`sbd_core.engine.decoder.Stepper`, the one host read included), every call from the same state. Measured as the
+speed stage measures (:mod:`sbd_core.rounds`): ``rounds`` rounds, every (step, batch, width, cached keys) once per round
+in a fresh random order (seeded, recorded as ``orders``); in its turn a point is set up anew, called ``warmup`` times
+untimed and ``repeats`` times timed (each call between two device synchronisations), and the median of those is its
+value in that round. A row of the file holds every round's value (``rounds_ms``), their median (``median_ms``) and its
+order-statistic interval over rounds (``lo_ms``, ``hi_ms``). The output file is what
 :func:`sbd_core.roofline.load_timing` reads; the report predicts each run's wall speedup from it (eq. 16), one
 prediction per round, and flags steps that are implausible (:func:`sbd_core.report.prediction.implausible_steps`).
 """
@@ -28,18 +29,17 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 from . import checkpoint
-from .engine.decoder import compiled_step, key_span
+from .engine.decoder import Stepper
 from .engine.forward import CachedForward
+from .engine.slots import Shape, Slots
 from .errors import UserError, user_input
-from .engine.slots import Slots
 from .io_utils import write_json_atomic
 from .provenance import provenance
 from .roofline import MODELS
 from .rounds import median_interval, round_orders
 from .settings import TimingSettings
-from .solvers import get_solver
+from .solvers import excluded_index, get_solver
 
-SPAN_STEP = 64  # as the engine rounds its key spans
 DEFAULT_WIDTHS = TimingSettings.widths  # 1, 2, 4, ..., 64
 
 
@@ -70,9 +70,9 @@ def prepared_step(model, step: str, width: int, batch: int, kv_len: int, compile
     block = block_of(step, width)
     mode = "ntp" if step == "ntp" else "sbd"
     vocab, device = model.get_output_embeddings().weight.shape[0], model.device
-    forward = CachedForward(model, batch, 2 * (kv_len + 2 * block) + SPAN_STEP)  # room for a power-of-two span
+    forward = CachedForward(model, batch, kv_len + 2 * block)
     state = Slots(batch, block, kv_len + 4 * block, mode, vocab - 1, torch.zeros(vocab, dtype=torch.bool,
-                  device=device), None, (), get_solver("eb", gamma=0.1), device)
+                  device=device), None, excluded_index((), vocab, device), get_solver("eb", gamma=0.1), device)
     state.length.fill_(kv_len)
     state.room.fill_(10 * block + 10)
     state.active.fill_(True)
@@ -80,15 +80,17 @@ def prepared_step(model, step: str, width: int, batch: int, kv_len: int, compile
     state.masked.fill_(True)
     state.pending.fill_(step == "refeed")
     saved = {name: value.clone() for name, value in vars(state).items() if torch.is_tensor(value)}
-    span = key_span(kv_len + width, forward.max_len, compile_step)
-    run = compiled_step(state, forward) if compile_step else state.step
+    shape = Shape(*state.next_shape().tolist())
+    if compile_step:  # every point is another engine's step: dynamo's caches start empty (a point's graphs are its own)
+        torch._dynamo.reset()
+    run = Stepper(state, forward, compile_step, "flex" if compile_step and device.type == "cuda" else "dense")
 
     def reset():
         for name, value in saved.items():
             getattr(state, name).copy_(value)
 
     def call():
-        run(forward, span, width).tolist()  # the engine's one host read
+        run(shape)  # the engine's one host read (synchronises)
 
     return reset, call
 
@@ -138,7 +140,7 @@ def run_timing(out: Path, model_dir: Path | None = None, shape: str | None = Non
         raise UserError(f"--budget-s must be > 0, got {budget_s}")
     with user_input("--dtype"):
         torch_dtype = checkpoint.torch_dtype(dtype)
-    context = max(kv_lens) + 2 * max([*widths, *block_sizes]) + 2 * SPAN_STEP
+    context = max(kv_lens) + 2 * max([*widths, *block_sizes])
     if model_dir is not None:
         model, _ = checkpoint.load(model_dir, device, dtype)
         name, source = Path(model_dir).name, str(model_dir)

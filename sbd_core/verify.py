@@ -153,13 +153,14 @@ class VerifyLoop:
         for s, row in enumerate(self.rows):
             self._start_block(s, row)
         fed = [self.st.tokens[self.st.rows[s]][row.fed:] + row.draft for s, row in enumerate(self.rows)]
+        widths = [len(f) + len(row.block or []) for f, row in zip(fed, self.rows)]  # each row's own tokens
         width = max(len(f) for f in fed)
         logits = self._forward(fed, width)
         block_logits = logits[:, width:]
         for s, row in enumerate(self.rows):
             n = len(fed[s])
             preds = torch.cat([row.next_logits[None], logits[s, width - n : width]])  # preds[i] predicts fed[s][i]
-            self._verify(s, row, preds, first_column=self.key_valid.shape[1] - n)
+            self._verify(s, row, preds, first_column=self.key_valid.shape[1] - n, width=widths[s])
         masked = torch.zeros(block_logits.shape[:2], dtype=torch.bool, device=block_logits.device)
         for s, row in enumerate(self.rows):
             if row.block is not None:
@@ -211,9 +212,10 @@ class VerifyLoop:
         return exclude_tokens(logits.float(), self.dec.excluded_ids)
 
     # ------------------------------------------------------------------------------------------- per row
-    def _verify(self, s: int, row: _Row, preds: torch.Tensor, first_column: int) -> None:
-        """Check the row's draft, commit what NTP mode keeps (and its correction), count the forward, apply the stop
-        rule; set the new block's first position, or drop the block when the draft was rejected."""
+    def _verify(self, s: int, row: _Row, preds: torch.Tensor, first_column: int, width: int) -> None:
+        """Check the row's draft, commit what NTP mode keeps (and its correction), count the forward (``width``: the
+        tokens the row fed in it), apply the stop rule; set the new block's first position, or drop the block when the
+        draft was rejected."""
         st, r = self.st, self.st.rows[s]
         unfed, size = len(st.tokens[r]) - row.fed, len(row.draft)
         kept, correction = 0, None
@@ -229,6 +231,7 @@ class VerifyLoop:
         row.next_logits = preds[unfed + kept]  # predicts the correction, or the token after the draft
         row.draft, row.props, row.final = [], [], False
         st.nfe[r] += 1
+        st.widths[r].append(width)
         if self.dec._check_stop(st, r, new, self.max_new):
             st.finish_time[r] = time.perf_counter() - st.start
             row.block = None

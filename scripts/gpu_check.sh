@@ -2,6 +2,8 @@
 # The GPU check: what a session with a GPU runs first (<= 8 minutes on an H200), each step under a share of one
 # deadline, everything it measures under results/gpu/ with its provenance:
 #   1. tests/test_gpu.py: FlexAttention training with backward, the decoder and the fast engine against the reference
+#      (the dry run adds tests/test_engine_compile.py's default tier: the compiled step traced with fullgraph=True on the
+#      CPU, the CUDA configuration's FlexAttention checked against the dense plan: a graph break fails the step)
 #   2. time(k) on the 8B shape with random weights: python -m sbd_core timing --shape llama-3.1-8b ... --out timing.json
 #   3. bench_decode on the 8B shape: the engine (compiled) against eager generate, batch 1, NTP and SBD
 #   4. fine-tune tokens/s: benchmarks/bench_train.py --preset llama8b --layers 1 2 (for the paper run's cost)
@@ -129,12 +131,14 @@ EOF
 }
 
 if [ $DRY = 1 ]; then
+  TESTS=(tests/test_gpu.py tests/test_engine_compile.py -m "gpu or not slow")
   DEV=(--device cpu) SHAPE=(--shape tiny-llama)
   TIMING=(--batch 1 --width 1 4 --block-size 4 --kv-len 16 --warmup 1 --repeats 2 --budget-s 5)
   DECODE=(--batch 1 --prompts 1 --max-new-tokens 4 --block-size 4 --gamma inf --repeats 1 --decoders generate engine)
   TRAIN=(--preset tiny --layers 1 --row-tokens 64 --doc-tokens 32 --batch 1 --attention sdpa --repeats 1)
   SNAKE=(-n)
 else
+  TESTS=(tests/test_gpu.py -m gpu)
   DEV=(--device cuda) SHAPE=(--shape llama-3.1-8b)
   TIMING=(--batch 1 8 32 --width 1 4 8 16 --block-size 16 --kv-len 512 4096 --compile --budget-s 60)
   DECODE=(--batch 1 --prompts 2 --max-new-tokens 64 --gamma 0 inf --repeats 2 --decoders generate engine)
@@ -142,7 +146,7 @@ else
   SNAKE=(--resources gpu=1)
 fi
 
-step tests 120 "$PYTHON" -m pytest -q -n 0 -m gpu -p no:cacheprovider tests/test_gpu.py --junitxml="$OUT/tests.xml"
+step tests 150 "$PYTHON" -m pytest -q -n 0 -p no:cacheprovider "${TESTS[@]}" --junitxml="$OUT/tests.xml"
 [ $DRY = 1 ] && grep -q 'skipped="[1-9]' "$OUT/tests.xml" && echo "   (CPU: the GPU tests skip)"
 step timing 120 "$PYTHON" -m sbd_core timing "${SHAPE[@]}" "${DEV[@]}" "${TIMING[@]}" --out "$OUT/timing.json"
 step bench_decode 90 "$PYTHON" benchmarks/bench_decode.py "${SHAPE[@]}" "${DEV[@]}" "${DECODE[@]}"

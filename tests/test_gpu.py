@@ -1,7 +1,9 @@
 """GPU checks (skipped without CUDA): FlexAttention training with backward, and the decoder and the fast engine on the
 GPU against the slow CPU reference along their own paths (see oracles.py: no comparison of near-tied choices between
-devices); the engine eager and compiled (CUDA graphs), its compiled path against its eager one and against
-``generate`` only where no decision is near-tied."""
+devices); the engine eager and compiled (FlexAttention, CUDA graphs: two graphs, no break, no recompile over calls),
+its compiled path against its eager one and against ``generate`` only where no decision is near-tied; the compiled
+engine in bf16 against an fp32 recomputation within bf16 rounding. Everything here short of the CUDA kernels themselves
+is also checked on the CPU (test_engine_compile.py, test_engine_numerics.py)."""
 
 import copy
 
@@ -11,6 +13,7 @@ from torch._dynamo.utils import counters
 
 from conftest import tiny_model
 from oracles import TIE_BOUND, RecordingSolver, check_engine_path, check_sbd_path, decisions_are_stable, top2_gap
+from test_engine_numerics import bf16_bound
 from sbd_core.decode import BlockDecoder, DecodeConfig
 from sbd_core.engine import FastDecoder
 from sbd_core.mask_token import setup_mask_token
@@ -92,9 +95,14 @@ def test_compiled_engine_on_gpu_decides_as_its_checked_eager_path(tokenizer, fre
     engine = FastDecoder(gpu, tokenizer, DecodeConfig(block_size=4, max_new_tokens=13, eos_token_ids=(),
                                                       batch_size=2, compile=True), solver)
     compiled = engine.generate(ids)
-    assert engine.compile and counters["stats"]["unique_graphs"] >= 2 and not counters["graph_break"]
+    assert engine.compile and engine.attention == "flex" and not counters["graph_break"]
+    assert counters["stats"]["unique_graphs"] == 2  # the step and the prefill
     for ours, ref in zip(compiled, eager):
-        assert (ours.token_ids, ours.nfe, ours.stop_reason) == (ref.token_ids, ref.nfe, ref.stop_reason)
+        assert (ours.token_ids, ours.nfe, ours.stop_reason, ours.widths) == (ref.token_ids, ref.nfe, ref.stop_reason,
+                                                                            ref.widths)
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        again = engine.generate(ids[1:])  # other prompts, refills: the same graphs
+    assert [g.token_ids for g in again] == [g.token_ids for g in compiled[1:]]
 
 
 def test_compiled_engine_on_gpu_gives_generates_tokens_in_ntp_mode(tokenizer, fresh_compiler):
@@ -103,10 +111,21 @@ def test_compiled_engine_on_gpu_gives_generates_tokens_in_ntp_mode(tokenizer, fr
     config = DecodeConfig(mode="ntp", max_new_tokens=max_new, eos_token_ids=(), batch_size=2)  # compile: default
     engine = FastDecoder(model, tokenizer, config)
     gens = engine.generate(ids)
-    assert engine.compile and counters["stats"]["unique_graphs"] >= 1 and not counters["graph_break"]
+    assert engine.compile and counters["stats"]["unique_graphs"] == 2 and not counters["graph_break"]
     for prompt, gen in zip(ids, gens):
         out = model.generate(torch.tensor([prompt], device="cuda"), max_new_tokens=max_new, do_sample=False,
                              eos_token_id=None, pad_token_id=PAD, suppress_tokens=[PAD, MASK], output_scores=True,
                              return_dict_in_generate=True)
         assert min(top2_gap(score[0]) for score in out.scores) >= TIE_BOUND, "a near tie: no fair comparison"
         assert gen.token_ids == out.sequences[0, len(prompt):].tolist() and gen.nfe == max_new
+
+
+def test_bf16_compiled_engine_on_gpu_follows_an_fp32_recomputation(tokenizer, fresh_compiler):
+    model = sbd_model(tokenizer, "qwen3")
+    ids, recorder = [tokenizer(p)["input_ids"] for p in ENGINE_PROMPTS], RecordingSolver(get_solver("eb", gamma=0.5))
+    config = DecodeConfig(block_size=4, max_new_tokens=13, eos_token_ids=(), batch_size=2, compile=True)
+    gpu = copy.deepcopy(model).to("cuda", torch.bfloat16)
+    gens = FastDecoder(gpu, tokenizer, config, recorder).generate(ids)
+    reference = copy.deepcopy(gpu).float().cpu()  # the bf16 weights, computed in fp32
+    check_engine_path(reference, ids, gens, recorder.calls, 2, 4, 13, eos=(), excluded=(PAD, MASK),
+                      atol=bf16_bound(recorder.calls))

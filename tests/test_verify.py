@@ -154,6 +154,8 @@ def test_right_drafts_cost_the_plain_solvers_forwards_plus_the_final_check(token
     # eb inf: a block per forward, then the final check
     assert (ours.token_ids, ours.stop_reason, ours.nfe) == (plain.token_ids, "eos", plain.nfe + 1)
     assert ours.accepted == ours.drafted == [3, 3, 1]  # per draft: tokens kept, tokens checked (after the first)
+    # widths, per forward: the block alone, then [draft | new block] in a block's first forward, the final draft alone
+    assert ours.widths == ([4, 4, 8, 4, 8, 2] if name == "topk" else [4, 8, 8, 2])
 
 
 def test_a_stop_on_a_blocks_first_token_needs_no_check(tokenizer):

@@ -1,41 +1,83 @@
 """The fast decoding engine: rows advance on their own, a finished row's slot takes the next prompt (continuous
-batching), the KV cache is preallocated with one length per row, and the solver and stop checks run on the device.
+batching), each forward feeds every row only its own tokens (a ragged batch), and the solver and stop checks run on
+the device.
 
 Same API and results as the reference decoder (:class:`sbd_core.decode.BlockDecoder` with
-``DecodeConfig(engine="reference")``; ``BlockDecoder`` hands ``engine="fast"`` to this class): per row the same tokens, NFE and stop reason (tested along its own path against a
-slow no-cache recomputation, and against the reference where no decision is near-tied). Differences that are not
-results: ``wall_time_s`` of a row runs from its admission (its prefill) to its stop; a row's room is
+``DecodeConfig(engine="reference")``): per row the same tokens, NFE, stop reason and widths (tested along its own path
+against a slow no-cache recomputation, and against the reference where no decision is near-tied). Differences that
+are not results: ``wall_time_s`` of a row runs from its admission (its prefill) to its stop; a row's room is
 ``min(max_new_tokens, context - its prompt length)`` (the reference takes the longest prompt of its batch); sampled
 tokens (temperature > 0) come from the solver's stream in another order, so they differ between the two.
 
-Per forward the host does: build nothing (inputs come from device state), one forward of a fixed shape, read one
-small status tensor; only when a row stopped or may have completed a stop string does it read that row's tokens.
+Set up once: the first ``generate`` allocates the cache and the state for ``batch_size`` rows of ``max_len``
+positions (``decode.max_len``, else the longest prompt plus ``max_new_tokens`` rounded up to 256 positions, at most the
+model's context) and compiles the step; later calls reuse both (a call that needs more positions than were set up sets
+up again, once). Per forward the host builds nothing (the ragged batch comes from the device state), runs one step and
+reads one small status tensor; only when a row stopped or may have completed a stop string does it read that row's
+tokens. The prompts of the slots freed in one step are prefilled together, in one forward.
+
+Compiled (``decode.compile``; null: on CUDA for greedy solvers): ``torch.compile(fullgraph=True)`` of the step and of
+the prefill, each traced once with the token count as a dynamic size (:func:`bucket` pads it); no dynamo setting is
+changed. On CUDA the step runs as CUDA graphs (``reduce-overhead``: one graph per token bucket, at most
+``len(buckets(rows * 2k, rows))``) with FlexAttention; the prefill without CUDA graphs. On the CPU both use the dense
+attention plan (:mod:`.attention` says why).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections import deque
+from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
 
-from ..generation import (DecodeConfig, Generation, cut_at_stop, encode_prompt, find_stop, never_generated_ids,
-                          resolve_eos)
+from ..generation import DecodeConfig, Generation, cut_at_stop, encode_prompt, never_generated_ids, resolve_eos, \
+    stop_point
 from ..mask_token import mask_token_id
-from ..solvers import get_solver
+from ..solvers import excluded_index, get_solver
+from .attention import Ragged
 from .forward import CachedForward
-from .slots import EOS, STATUS, Slots, token_table
+from .slots import RowStatus, Shape, Slots, token_table
 
-_COLUMN = {name: i for i, name in enumerate(STATUS)}
-_SPAN_STEP = 64  # key spans grow in steps of this many positions (fewer distinct shapes, little wasted attention)
+ROUND_POSITIONS = 256  # a cache set up from the prompts covers their need rounded up to this many positions
+
+
+def bucket(tokens: int, rows: int = 0) -> int:
+    """The token count a compiled forward of ``tokens`` tokens runs at: a multiple of 16 up to 256, then of 1/16 of
+    the power of two below ``tokens`` (padding under 1/16 of the tokens; 16 buckets per doubling); or ``rows``, the
+    slots, where that is closer (NTP mode's full batch, one token per row, runs unpadded)."""
+    step = max(16, 1 << max(0, tokens.bit_length() - 5))
+    grid = -(-max(tokens, 1) // step) * step
+    return rows if tokens <= rows < grid else grid
+
+
+def buckets(max_tokens: int, rows: int = 0) -> list[int]:
+    """Every token count :func:`bucket` gives up to ``max_tokens`` tokens: at most this many graphs per step."""
+    return sorted({bucket(t, rows) for t in range(1, max_tokens + 1)})
+
+
+@dataclass
+class EngineStats:
+    """What one ``generate`` call fed (batch forwards after admission; prefills apart)."""
+
+    forwards: int = 0  # decode forwards (what a benchmark divides by)
+    fed_tokens: int = 0  # tokens those forwards fed, padding to a bucket included
+    row_tokens: int = 0  # the rows' own tokens among them (the sum of every row's widths)
+    attention_cells: int = 0  # dense plan: query cells its rectangles held (rows x the widest row)
+    prefills: int = 0  # prefill forwards (one per step that freed slots)
+    prefill_tokens: int = 0  # prompt tokens they fed (padding excluded)
+    waiting_rows: int = 0  # decoding rows that waited during a prefill, summed over prefills
 
 
 class FastDecoder:
-    """Decode prompts with a Llama- or Qwen-3-class model in SBD mode (block + solver) or NTP mode: the engine."""
+    """Decode prompts with a Llama- or Qwen-3-class model in SBD mode (block + solver) or NTP mode: the engine.
 
-    def __init__(self, model, tokenizer, config: DecodeConfig | None = None, solver=None):
+    ``attention`` ("flex" or "dense"; default: flex when compiled on CUDA) and ``backend`` (torch.compile's; default
+    inductor) exist to trace the CUDA configuration on the CPU (tests, ``scripts/gpu_check.sh --dry-run``)."""
+
+    def __init__(self, model, tokenizer, config: DecodeConfig | None = None, solver=None, *,
+                 attention: str | None = None, backend: str = "inductor"):
         self.model, self.tokenizer = model.eval(), tokenizer
         self.config = config or DecodeConfig()
         self.solver = solver or get_solver("topk", n=1)
@@ -45,17 +87,13 @@ class FastDecoder:
         self.excluded_ids = never_generated_ids(model, tokenizer, self.eos)
         self.context = getattr(model.config, "max_position_embeddings", None)
         self.mask_id = mask_token_id(model) if self.mode == "sbd" else None
-        vocab = model.get_output_embeddings().weight.shape[0]
-        eos = torch.zeros(vocab, dtype=torch.bool)
-        eos[[t for t in self.eos if t < vocab]] = True
-        self.eos_table = eos.to(model.device)
-        self.stop_table = token_table(tokenizer, vocab, self.config.stop_strings, model.device)
-        self.stop_window = max((len(s) for s in self.config.stop_strings), default=0)
-        compile_ = self.config.compile
-        sampling = getattr(getattr(self.solver, "rule", None), "temperature", 0) > 0
-        self.compile = (model.device.type == "cuda" and not sampling) if compile_ is None else compile_
-        self.cache: CachedForward | None = None  # the last generate call's cache
-        self.forwards = 0  # the last generate call's batch forwards (prefills not counted): what a benchmark divides by
+        self.compile = _compile_setting(self.config.compile, model.device, self.solver)
+        cuda = model.device.type == "cuda"
+        self.attention = attention or ("flex" if self.compile and cuda else "dense")
+        self.backend = backend
+        self.forward: CachedForward | None = None  # the cache (set up by the first generate call)
+        self.state: Slots | None = None
+        self.stats = EngineStats()  # the last generate call's
 
     # ------------------------------------------------------------------------------------------------ public API
     @torch.no_grad()
@@ -64,17 +102,17 @@ class FastDecoder:
         ids = [encode_prompt(self.tokenizer, p, self.config.add_special_tokens, self.context) for p in prompts]
         if not ids:
             return []
-        slots = min(self.config.batch_size, len(ids))
         rooms = [self._room(len(p)) for p in ids]
-        capacity = max(rooms) + self.block_size
-        max_len = max(len(p) for p in ids) + max(rooms) + 2 * self.block_size
-        forward = self.cache = CachedForward(self.model, slots, max_len)  # kept, as the reference keeps its cache
-        state = Slots(slots, self.block_size, capacity, self.mode, self.mask_id, self.eos_table, self.stop_table,
-                      self.excluded_ids, self.solver, self.model.device)
-        run = _Run(self, forward, state, ids, rooms, progress)
+        self._setup(max(len(p) + r for p, r in zip(ids, rooms)))
+        run = _Run(self, ids, rooms, progress)
         results = run.loop()
-        self.forwards = run.forwards
+        self.stats = run.stats
         return results
+
+    @property
+    def forwards(self) -> int:
+        """The last generate call's decode forwards (prefills not counted)."""
+        return self.stats.forwards
 
     def _room(self, prompt_len: int) -> int:
         room = self.config.max_new_tokens
@@ -82,77 +120,162 @@ class FastDecoder:
             room = min(room, self.context - prompt_len)
         return room
 
+    # ------------------------------------------------------------------------------------------------ setup
+    def _setup(self, need: int) -> None:
+        """Allocate the cache and state for ``need`` positions per row unless the current ones hold them."""
+        cap = self.config.max_len
+        if cap is not None and need > cap:
+            raise ValueError(f"a prompt plus its new tokens need {need} positions, more than decode.max_len={cap}; "
+                             f"raise decode.max_len or lower max_new_tokens")
+        if self.forward is not None and need <= self.forward.max_len:
+            return
+        max_len = cap or -(-need // ROUND_POSITIONS) * ROUND_POSITIONS
+        if self.context is not None:
+            max_len = min(max_len, self.context)
+        self.forward = self.state = None  # the old cache goes before the new one comes
+        rows, device = self.config.batch_size, self.model.device
+        _check_memory(self.model, rows, max_len)
+        self.forward = CachedForward(self.model, rows, max_len)
+        vocab = self.model.get_output_embeddings().weight.shape[0]
+        eos = torch.zeros(vocab, dtype=torch.bool)
+        eos[[t for t in self.eos if t < vocab]] = True
+        self.state = Slots(rows, self.block_size, self.config.max_new_tokens + self.block_size, self.mode,
+                           self.mask_id, eos.to(device), token_table(self.tokenizer, vocab, self.config.stop_strings,
+                                                                     device),
+                           excluded_index(self.excluded_ids, vocab, device), self.solver, device)
+        self.stepper = Stepper(self.state, self.forward, self.compile, self.attention, self.backend)
 
-def key_span(need: int, max_len: int, compiled: bool) -> int:
-    """The keys a forward attends over: ``need`` rounded up to a multiple of 64 (eager), or to a power of two (a
-    compiled step has one graph per span: few of them), at most the cache's length."""
-    if compiled:
-        return min(max_len, max(_SPAN_STEP, 1 << (need - 1).bit_length()))
-    return min(max_len, math.ceil(need / _SPAN_STEP) * _SPAN_STEP)
+
+def _compile_setting(setting, device, solver) -> bool:
+    """Whether to compile: ``decode.compile``, or on CUDA for greedy solvers; refused for a sampling solver (its
+    generator and ``multinomial`` cannot be traced into one graph)."""
+    sampling = getattr(getattr(solver, "rule", None), "temperature", 0) > 0
+    if setting and sampling:
+        raise ValueError("decode.compile: true cannot sample (the solver's temperature > 0) inside the compiled step; "
+                         "set decode.compile: false (or null: eager when sampling)")
+    return device.type == "cuda" and not sampling if setting is None else setting
 
 
-def compiled_step(state: Slots, forward: CachedForward):
-    """``state.step`` compiled with fixed shapes: on a GPU with CUDA graphs (``reduce-overhead``), whose replays need
-    every buffer the step reads or writes at a fixed address (the cache and the state are such buffers: updated in
-    place, never reallocated); on the CPU with inductor. One graph per (width, key span) pair."""
-    mode = "reduce-overhead" if forward.keys[0].device.type == "cuda" else None
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)  # widths x span buckets
-    if mode is not None:
-        for tensor in [*forward.keys, *forward.values, forward.cos, forward.sin,
-                       *(v for v in vars(state).values() if torch.is_tensor(v))]:
-            torch._dynamo.mark_static_address(tensor)
-    return torch.compile(state.step, mode=mode, dynamic=False)
+def _check_memory(model, rows: int, max_len: int) -> None:
+    """ValueError naming ``decode.max_len`` when the cache would not fit in the GPU's free memory."""
+    if model.device.type != "cuda":
+        return
+    config = model.config
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    size = 2 * config.num_hidden_layers * (rows + 1) * max_len * config.num_key_value_heads * head_dim * \
+        model.dtype.itemsize
+    free, _ = torch.cuda.mem_get_info(model.device)
+    if size > free:
+        raise ValueError(f"the KV cache for {rows} rows of {max_len} positions needs {size / 2**30:.1f} GiB, more "
+                         f"than the GPU's {free / 2**30:.1f} GiB free; set decode.max_len (positions per row: prompt "
+                         f"plus new tokens) or a smaller decode.batch_size")
+
+
+class Stepper:
+    """Runs the state's step over the cache, eager or compiled: the token count (a bucket when compiled) and the
+    dense plan's shapes go in as the lengths of ``arange`` slices ("carriers"), marked dynamic, so a compiled step is
+    traced once for every shape.
+
+    Compiled: the step and the prefill through ``torch.compile(fullgraph=True)``. On CUDA the step runs as CUDA graphs
+    (``reduce-overhead``), whose replays need every buffer it reads or writes at a fixed address: the cache and the
+    state are such buffers (updated in place, never reallocated); the prefill runs without CUDA graphs (its token
+    count is anything up to every row's prompt)."""
+
+    def __init__(self, state: Slots, forward: CachedForward, compiled: bool, attention: str,
+                 backend: str = "inductor"):
+        self.state, self.forward, self.compiled, self.dense = state, forward, compiled, attention == "dense"
+        device = forward.keys[0].device
+        self.arange = torch.arange(max(forward.max_len, bucket(state.n * 2 * state.k)) + 1, device=device)
+        self.step, self.prefill_step = state.step, forward.prefill
+        if compiled:
+            if device.type == "cuda":
+                for tensor in [*forward.buffers(), *state.buffers()]:
+                    torch._dynamo.mark_static_address(tensor)
+            mode = "reduce-overhead" if device.type == "cuda" else None
+            self.step = torch.compile(state.step, fullgraph=True, backend=backend, mode=mode)
+            self.prefill_step = torch.compile(forward.prefill, fullgraph=True, backend=backend)
+
+    def tokens(self, count: int) -> int:
+        """The token count a forward of ``count`` tokens runs at."""
+        return bucket(count, self.state.n) if self.compiled else count
+
+    def carrier(self, length: int) -> torch.Tensor:
+        """``arange(length)``; compiled, at least 2 long (dynamo specialises a size of 1: a second graph)."""
+        return self.arange[:max(length, 2) if self.compiled else length]
+
+    def __call__(self, shape: Shape) -> list[int]:
+        """One step of the rows' next forward (``shape``: :meth:`Slots.next_shape`); the host's one read."""
+        dense = (self.carrier(shape.width), self.carrier(shape.span)) if self.dense else ()
+        return self.step(self.forward, *_dynamic(self.carrier(self.tokens(shape.tokens)), *dense)).tolist()
+
+    def prefill(self, batch: Ragged, key_rows: torch.Tensor, width: int) -> None:
+        """One causal forward of the prompts in ``batch`` (padded to :meth:`tokens`; ``width``: its longest) into the
+        cache rows ``key_rows`` (the last: the scratch row)."""
+        dense = (self.carrier(width), self.carrier(width)) if self.dense else ()
+        _dynamic(*vars(batch).values(), key_rows, *dense)
+        self.prefill_step(batch, key_rows, *dense)
+
+
+def _dynamic(*carriers):
+    """Mark the carriers' lengths dynamic: a compiled forward is traced once for every token count."""
+    for carrier in carriers:
+        torch._dynamo.maybe_mark_dynamic(carrier, 0)
+    return carriers
 
 
 class _Run:
     """One ``generate`` call: the queue, the slots' rows, the host's view of the results."""
 
-    def __init__(self, engine: FastDecoder, forward: CachedForward, state: Slots, ids, rooms, progress):
-        self.engine, self.forward, self.state, self.ids, self.rooms = engine, forward, state, ids, rooms
+    def __init__(self, engine: FastDecoder, ids, rooms, progress):
+        self.engine, self.ids, self.rooms = engine, ids, rooms
+        self.forward, self.state, self.n = engine.forward, engine.state, engine.state.n
         self.queue = deque(range(len(ids)))
-        self.row_of: list[int | None] = [None] * state.n
+        self.row_of: list[int | None] = [None] * self.n
         self.started, self.prefill = [0.0] * len(ids), [0.0] * len(ids)
         self.results = [None] * len(ids)
         self.stop_strings = engine.config.stop_strings
+        self.window = max((len(s) for s in self.stop_strings), default=0)
         self.bar = tqdm(total=len(ids), disable=not progress, desc=f"decode[{engine.mode}, fast]", unit="prob")
-        self.nfe_total = self.tok_total = self.forwards = 0
-        self.step = compiled_step(state, forward) if engine.compile else state.step
+        self.nfe_total = self.tok_total = 0
+        self.stats = EngineStats()
 
     def loop(self):
-        self._admit(list(range(self.state.n)))
-        need, width = self.state.next_shape().tolist()
+        self.state.active.fill_(False)  # a new call: no row of the last one is left
+        self._admit(list(range(self.n)))
+        shape = Shape(*self.state.next_shape().tolist())
+        size = len(RowStatus._fields)
         while any(r is not None for r in self.row_of):
-            span = key_span(need, self.forward.max_len, self.engine.compile)
-            packed = self.step(self.forward, span, width).tolist()  # the one host read of the forward
-            self.forwards += 1
-            size = len(STATUS)
-            freed = self._collect([packed[i: i + size] for i in range(0, self.state.n * size, size)])
+            packed = self._step(shape)  # the one host read of the forward
+            freed = self._collect(packed, size)
             if freed:
                 self._admit(freed)
-                need, width = self.state.next_shape().tolist()
+                shape = Shape(*self.state.next_shape().tolist())
             else:
-                need, width = packed[-2:]
+                shape = Shape(*packed[-len(Shape._fields):])
         self.bar.close()
         return self.results
 
+    def _step(self, shape: Shape) -> list[int]:
+        stepper, stats = self.engine.stepper, self.stats
+        stats.forwards, stats.fed_tokens, stats.row_tokens = (stats.forwards + 1,
+                                                               stats.fed_tokens + stepper.tokens(shape.tokens),
+                                                               stats.row_tokens + shape.tokens)
+        stats.attention_cells += (self.n + 1) * shape.width if stepper.dense else 0
+        return stepper(shape)
+
     # ------------------------------------------------------------------------------------------------ rows
     def _admit(self, free: list[int]) -> None:
-        """Prefill the next prompts into the ``free`` slots and start them."""
+        """Prefill the next prompts into the ``free`` slots, all in one forward, and start them."""
         take = [(slot, self.queue.popleft()) for slot in free if self.queue]
         if not take:
             return
-        device = self.engine.model.device
-        ntp = self.engine.mode == "ntp"
-        fed = [self.ids[row][:-1] if ntp else self.ids[row] for _, row in take]  # NTP feeds the last prompt token
+        engine, device = self.engine, self.engine.model.device
+        fed = [self.ids[row][:-1] if engine.mode == "ntp" else self.ids[row] for _, row in take]  # NTP: all but one
+        now = time.perf_counter()
+        if any(fed):
+            self._prefill([slot for slot, _ in take], fed)
         slots = torch.tensor([slot for slot, _ in take], device=device)
         lengths = torch.tensor([len(f) for f in fed], device=device)
-        width = max(len(f) for f in fed)
-        now = time.perf_counter()
-        if width:
-            padded = torch.zeros(len(take), width, dtype=torch.long, device=device)
-            for i, f in enumerate(fed):
-                padded[i, :len(f)] = torch.tensor(f, device=device)
-            self.forward.prefill(slots, padded, lengths)
         rooms = torch.tensor([self.rooms[row] for _, row in take], device=device)
         last = torch.tensor([self.ids[row][-1] for _, row in take], device=device)
         self.state.admit(slots, lengths, rooms, last)
@@ -162,45 +285,61 @@ class _Run:
         for slot, row in take:
             self.row_of[slot], self.started[row], self.prefill[row] = row, now, prefill
 
-    def _collect(self, rows: list[list[int]]) -> list[int]:
-        """Finish the rows that stopped in this forward; return their slots (now free)."""
-        col = _COLUMN
-        events = [s for s, r in enumerate(rows) if self.row_of[s] is not None and (r[col["stopped"]] or
-                                                                                 r[col["candidate"]])]
+    def _prefill(self, slots: list[int], fed: list[list[int]]) -> None:
+        """One causal forward over the prompts ``fed`` into cache rows ``slots`` (the rows start empty)."""
+        engine, stats = self.engine, self.stats
+        count = sum(map(len, fed))
+        padding = engine.stepper.tokens(count) - count
+        width = max(map(len, fed))
+        rows = [i for i, f in enumerate(fed) for _ in f] + [len(fed)] * padding  # dense rectangle row per token
+        positions = [p for f in fed for p in range(len(f))] + [j % width for j in range(padding)]
+        cache_rows = [s for s, f in zip(slots, fed) for _ in f] + [self.n] * padding  # padding: the scratch row
+        device = engine.model.device
+        as_tensor = lambda values: torch.tensor(values, dtype=torch.long, device=device)  # noqa: E731
+        positions = as_tensor(positions)
+        batch = Ragged(ids=as_tensor([t for f in fed for t in f] + [0] * padding), slots=as_tensor(cache_rows),
+                       positions=positions, limits=positions, rows=as_tensor(rows), columns=positions)
+        engine.stepper.prefill(batch, as_tensor(slots + [self.n]), width)
+        running = sum(r is not None for r in self.row_of)
+        stats.prefills, stats.prefill_tokens, stats.waiting_rows = (stats.prefills + 1, stats.prefill_tokens + count,
+                                                                    stats.waiting_rows + running)
+
+    def _collect(self, packed: list[int], size: int) -> list[int]:
+        """Finish the rows that stopped in this forward (:func:`sbd_core.generation.stop_point` says where and why);
+        return their slots (now free)."""
+        events = [s for s in range(self.n) if self.row_of[s] is not None and (packed[s * size] or
+                                                                               packed[s * size + 1])]
         if not events:
             return []
-        tokens = self.state.gen[torch.tensor(events, device=self.state.gen.device)].tolist()
+        index = torch.tensor(events, device=self.state.gen.device)
+        capacity = self.state.gen.shape[1]
+        reads = torch.cat([self.state.gen[index], self.state.widths[index]], 1).tolist()
         freed, released = [], []
-        for slot, toks in zip(events, tokens):
-            r = rows[slot]
-            outcome = None
-            if r[col["candidate"]]:
-                scan_end = r[col["keep"]] - 1 if (r[col["stopped"]] and r[col["reason"]] == EOS) else r[col["prefix"]]
-                found = self._find_stop(toks[:scan_end], r[col["seen"]])
-                if found is not None:
-                    outcome = (found, "stop_string")
-                    if not r[col["stopped"]]:
-                        released.append(slot)
-            if outcome is None and r[col["stopped"]]:
-                outcome = (r[col["keep"]], "eos" if r[col["reason"]] == EOS else "length")
-            if outcome is not None:
-                self._finish(slot, toks[:outcome[0]], r[col["nfe"]], outcome[1])
-                freed.append(slot)
+        for slot, read in zip(events, reads):
+            status, row = RowStatus(*packed[slot * size: (slot + 1) * size]), self.row_of[slot]
+            engine = self.engine
+            tokens = read[:status.prefix]
+            stop = stop_point(engine.tokenizer, tokens, status.seen, engine.eos, self.stop_strings, self.window,
+                              self.rooms[row])
+            assert stop is not None or not status.stopped, "the device stopped a row the host does not stop"
+            if stop is None:
+                continue
+            if not status.stopped:
+                released.append(slot)  # a stop string: the device still runs the row
+            self._finish(slot, tokens[:stop[0]], status.nfe, stop[1], read[capacity: capacity + status.nfe])
+            freed.append(slot)
         if released:
             self.state.release(released)
         return freed
 
-    def _find_stop(self, tokens: list[int], start: int) -> int | None:
-        """Smallest token count whose text contains a stop string, for text that ends after ``start``."""
-        return find_stop(self.engine.tokenizer, tokens, start, self.stop_strings, self.engine.stop_window)
-
-    def _finish(self, slot: int, tokens: list[int], nfe: int, reason: str) -> None:
+    def _finish(self, slot: int, tokens: list[int], nfe: int, reason: str, widths: list[int]) -> None:
         row = self.row_of[slot]
         self.row_of[slot] = None
         body = tokens[:-1] if reason == "eos" else tokens
         text = cut_at_stop(self.engine.tokenizer.decode(body), self.stop_strings)
         self.results[row] = Generation(text, tokens, nfe, reason, time.perf_counter() - self.started[row],
-                                       self.prefill[row])
+                                       self.prefill[row], widths=widths)
         self.nfe_total, self.tok_total = self.nfe_total + nfe, self.tok_total + len(tokens)
         self.bar.update(1)
         self.bar.set_postfix(nfe=self.nfe_total, tok_per_fwd=f"{self.tok_total / max(self.nfe_total, 1):.2f}")
+

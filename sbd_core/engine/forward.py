@@ -1,15 +1,18 @@
 """A minimal forward of Llama- and Qwen-3-class models over their Hugging Face weights, with a preallocated KV cache.
 
 Why our own forward: the Hugging Face caches cannot hold one length per row (``DynamicCache`` concatenates and crops
-every layer's whole cache per update; ``StaticCache`` keeps one write position for the batch), and the engine needs
-rows at different lengths in one forward of a fixed shape. Everything but attention is the model's own modules (its
-norms, projections, MLPs, rotary table, output layer), called in the order of its ``forward``; attention is
-``scaled_dot_product_attention`` over the cache with a boolean mask built from positions.
+every layer's whole cache per update; ``StaticCache`` keeps one write position for the batch), and the engine feeds
+rows at different lengths and widths in one forward. Everything but attention is the model's own modules (its norms,
+projections, MLPs, rotary table, output layer), called in the order of its ``forward``, on the ragged batch's tokens
+``[T, hidden]``; attention is :mod:`.attention`'s. Two are written out, in the modules' own arithmetic, because an eager
+step pays per Python call: the RMSNorms (torch's ``rms_norm`` with each norm's weight and epsilon) and the rotary
+embedding (``rotate_half(x) sin`` as ``roll(x)`` times the sine with ``rotate_half``'s signs: the same products).
 
-The cache of each layer is one key and one value buffer ``[slots, max_len, kv_heads, head_dim]``, zero-initialised (a
-masked key must hold a finite value: attention multiplies masked values by 0, and 0 * NaN is NaN). A forward writes the
-keys and values of every token it feeds at that token's position in its row, then attends over ``[0, span)`` of every
-row; a position's entry is simply overwritten by the next write there, so nothing is concatenated or cropped.
+The cache of each layer is one key and one value buffer ``[rows + 1, max_len, kv_heads, head_dim]``, allocated once
+and zero-initialised (a masked key must hold a finite value: attention multiplies masked values by 0, and 0 * NaN is
+NaN); the last row is the padding tokens' scratch row. A forward writes the keys and values of every token it feeds at
+that token's position in its row, then attends; a position's entry is simply overwritten by the next write there, so
+nothing is concatenated or cropped.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ import torch
 import torch.nn.functional as F
 from transformers import LlamaForCausalLM, Qwen3ForCausalLM
 
+from .attention import KV_BLOCK, DensePlan, FlexPlan, Ragged
+
 SUPPORTED = (LlamaForCausalLM, Qwen3ForCausalLM)
+STATIC_ROPE = ("default", "linear", "llama3", "yarn")  # rotary scalings whose table does not depend on the length
 
 
 def check_supported(model) -> None:
@@ -31,14 +37,19 @@ def check_supported(model) -> None:
                                                                                 or ()):
         raise ValueError("decode.engine 'fast' does not implement sliding-window attention; use decode.engine: "
                          "reference for this model")
+    rope = (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
+    if rope not in STATIC_ROPE:  # dynamic, longrope: frequencies that change with the sequence length
+        raise ValueError(f"decode.engine 'fast' precomputes the rotary table and cannot follow rope_type {rope!r} "
+                         f"(it supports {list(STATIC_ROPE)}); use decode.engine: reference for this model")
 
 
 class CachedForward:
-    """The model's forward over a KV cache of ``slots`` rows of ``max_len`` positions each."""
+    """The model's forward over a KV cache of ``rows`` rows (plus the scratch row) of ``max_len`` positions each."""
 
-    def __init__(self, model, slots: int, max_len: int):
+    def __init__(self, model, rows: int, max_len: int):
         check_supported(model)
-        self.model, self.slots, self.max_len = model, slots, max_len
+        self.model, self.rows = model, rows
+        self.max_len = -(-max_len // KV_BLOCK) * KV_BLOCK  # whole flex key blocks per row
         config = model.config
         self.layers = model.model.layers
         self.kv_heads = config.num_key_value_heads
@@ -46,81 +57,58 @@ class CachedForward:
         self.qk_norm = isinstance(model, Qwen3ForCausalLM)
         self.scale = self.layers[0].self_attn.scaling  # head_dim ** -0.5 in both families
         device, dtype = model.device, model.dtype
-        shape = (slots, max_len, self.kv_heads, self.head_dim)
+        shape = (rows + 1, self.max_len, self.kv_heads, self.head_dim)
         self.keys = [torch.zeros(shape, device=device, dtype=dtype) for _ in self.layers]
         self.values = [torch.zeros(shape, device=device, dtype=dtype) for _ in self.layers]
-        positions = torch.arange(max_len, device=device)[None]
+        positions = torch.arange(self.max_len, device=device)[None]
         probe = torch.zeros(1, 1, device=device, dtype=dtype)
         cos, sin = model.model.rotary_emb(probe, positions)  # the model's own rotary values, one row per position
         self.cos, self.sin = cos[0], sin[0]
 
-    @torch.no_grad()
-    def step(self, ids: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor, span: int) -> torch.Tensor:
-        """Hidden states [S, W, hidden] of ``ids`` [S, W] fed at ``positions`` [S, W] in every slot; each token's keys
-        and values are written at its position first, then every query attends to keys ``[0, span)`` of its row where
-        ``allowed`` [S, W, span] is True."""
-        rows = torch.arange(self.slots, device=ids.device)[:, None]
-        flat = (rows * self.max_len + positions).flatten()
-        mask = allowed[:, None]
+    def buffers(self) -> list[torch.Tensor]:
+        """Every tensor the forward reads or writes in place (a captured CUDA graph needs them at fixed addresses)."""
+        return [*self.keys, *self.values, self.cos, self.sin]
 
-        def attend(layer_idx, q, k, v):  # q, k, v: [S, W, heads, head_dim]
-            self._write(layer_idx, flat, k, v)
-            keys = self.keys[layer_idx][:, :span].transpose(1, 2)
-            values = self.values[layer_idx][:, :span].transpose(1, 2)
-            return F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, attn_mask=mask, scale=self.scale,
-                                                  enable_gqa=True)
-
-        return self._run(ids, positions, attend)
-
-    @torch.no_grad()
-    def prefill(self, slots: torch.Tensor, ids: torch.Tensor, lengths: torch.Tensor) -> None:
-        """Causal forward over prompts ``ids`` [n, P] (right-padded; ``lengths`` [n] real tokens) into cache rows
-        ``slots`` [n] at positions 0..P-1; the attention reads only the prompts' own keys (the rows start empty)."""
-        width = ids.shape[1]
-        positions = torch.arange(width, device=ids.device).expand_as(ids)
-        flat = (slots[:, None] * self.max_len + positions).flatten()
-        causal = positions[:, None, :] <= positions[:, :, None]  # [n, q, k]
-        real = positions < lengths[:, None]
-        mask = (causal & real[:, None, :]) | torch.eye(width, dtype=torch.bool, device=ids.device)  # pads: themselves
-        mask = mask[:, None]
-
-        def attend(layer_idx, q, k, v):  # q, k, v: [n, W, heads, head_dim]
-            self._write(layer_idx, flat, k, v)
-            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale, enable_gqa=True)
-
-        self._run(ids, positions, attend)
-
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """float32 logits of the final hidden states ``hidden`` [S, n, hidden] (the model's norm and output layer)."""
-        return self.model.lm_head(self.model.model.norm(hidden)).float()
-
-    # ------------------------------------------------------------------------------------------------ internals
-    def _write(self, layer_idx: int, flat: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Write keys/values [n, W, kv_heads, head_dim] at the flat (row, position) indices ``flat``."""
-        shape = (-1, self.kv_heads, self.head_dim)
-        self.keys[layer_idx].view(shape).index_copy_(0, flat, k.reshape(shape))
-        self.values[layer_idx].view(shape).index_copy_(0, flat, v.reshape(shape))
-
-    def _run(self, ids, positions, attend) -> torch.Tensor:
-        """The decoder stack of the model's own modules, with ``attend(layer, q, k, v)`` as its attention."""
-        hidden = self.model.model.embed_tokens(ids)
-        cos, sin = self.cos[positions][:, :, None], self.sin[positions][:, :, None]  # [n, W, 1, head_dim]
-        shape = (*ids.shape, -1, self.head_dim)
-        for layer_idx, layer in enumerate(self.layers):
+    def __call__(self, tokens: Ragged, attend) -> torch.Tensor:
+        """Hidden states [T, hidden] of the ragged ``tokens``: each token's keys and values are written at its
+        position in its row, then ``attend(q, keys, values, scale)`` (a :mod:`.attention` plan) reads the cache."""
+        write = tokens.slots * self.max_len + tokens.positions
+        hidden = self.model.model.embed_tokens(tokens.ids)
+        cos, sin = self.cos[tokens.positions][:, None], self.sin[tokens.positions][:, None]  # [T, 1, head_dim]
+        half = self.head_dim // 2  # x cos + rotate_half(x) sin = x cos + roll(x) (-sin1, sin2): rotate_half = (-x2, x1)
+        sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
+        shape = (tokens.ids.shape[0], -1, self.head_dim)
+        flat = (-1, self.kv_heads, self.head_dim)
+        for keys, values, layer in zip(self.keys, self.values, self.layers):
             attn = layer.self_attn
-            x = layer.input_layernorm(hidden)
+            x = _norm(layer.input_layernorm, hidden)
             q, k, v = attn.q_proj(x).view(shape), attn.k_proj(x).view(shape), attn.v_proj(x).view(shape)
             if self.qk_norm:
-                q, k = attn.q_norm(q), attn.k_norm(k)
-            q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin  # [n, W, heads, head_dim]
-            out = attend(layer_idx, q, k, v)  # [n, heads, W, head_dim]
-            hidden = hidden + attn.o_proj(out.transpose(1, 2).reshape(*ids.shape, -1))
-            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+                q, k = _norm(attn.q_norm, q), _norm(attn.k_norm, k)
+            q, k = q * cos + q.roll(half, dims=-1) * sin, k * cos + k.roll(half, dims=-1) * sin  # [T, heads, head_dim]
+            keys.view(flat).index_copy_(0, write, k)
+            values.view(flat).index_copy_(0, write, v)
+            out = attend(q, keys, values, self.scale)  # [T, heads, head_dim]
+            hidden = hidden + attn.o_proj(out.reshape(hidden.shape[0], -1))
+            hidden = hidden + layer.mlp(_norm(layer.post_attention_layernorm, hidden))
         return hidden
 
+    def prefill(self, tokens: Ragged, key_rows: torch.Tensor, width: torch.Tensor | None = None,
+                span: torch.Tensor | None = None) -> None:
+        """Write the keys and values of causal ``tokens`` (prompts; a dense plan's rectangle rows are the cache rows
+        ``key_rows``, ``width`` and ``span`` carry its shape; without them FlexAttention)."""
+        if width is None:
+            plan = FlexPlan(tokens, self.max_len, self.rows + 1)
+        else:
+            plan = DensePlan(tokens, key_rows, key_rows.shape[0], width, span)
+        self(tokens, plan)
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    """Rotate half the head dimensions (the rotary embedding's convention in Llama and Qwen-3)."""
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """float32 logits of final hidden states ``hidden`` [..., hidden] (the model's norm and output layer)."""
+        return self.model.lm_head(_norm(self.model.model.norm, hidden)).float()
+
+
+def _norm(norm, x: torch.Tensor) -> torch.Tensor:
+    """The model's RMSNorm ``norm`` in its own arithmetic (normalise in float32, round to the input's dtype, then scale
+    by its weight), the normalisation through torch's ``rms_norm``: half the time of the module's Python forward."""
+    return norm.weight * F.rms_norm(x.float(), (x.shape[-1],), eps=norm.variance_epsilon).to(x.dtype)

@@ -1,49 +1,54 @@
-"""The engine's per-row decoding state on the device, and one forward's update of it (SBD and NTP mode).
+"""The engine's per-row decoding state on the device, and one forward's step: its ragged tokens, the forward, the
+solver and the bookkeeping (SBD and NTP mode).
 
-Every row ("slot") moves on its own; each forward feeds every active slot its own step at one static width:
+Every row ("slot") moves on its own and feeds only its own tokens (:mod:`.attention`), in slot order:
 
-* SBD (width ``2k``): a slot whose last block is finished but not yet in the cache feeds ``[that block (causal) |
-  its current block]``; any other slot feeds ``[its current block | padding]``. Block queries see the slot's cache
-  and the whole block; causal and padding queries see the keys up to their own position. After the forward the
-  re-fed block's keys are exact causal keys and the slot's cache length grows by ``k``; the block's own keys are
-  overwritten by the next write at the same positions.
-* NTP (width 1): the slot's last token, whose logits give the next token.
+* SBD: its current block (``block_len`` positions, bidirectional), preceded, in the first forward of a block, by its
+  finished block re-fed causally (``k`` tokens; the rule: :mod:`sbd_core.decode`). After the forward the re-fed
+  block's keys are exact causal keys and the slot's cache length grows by ``k``; the block's own keys are overwritten
+  by the next write at the same positions.
+* NTP: its last token (a block of one, causal), whose logits give the next token.
 
 The solver, the EOS and length checks, the NFE count and the block bookkeeping all run on the device; one small
-status tensor per forward goes to the host, which checks stop strings only for slots whose newly revealed tokens
-could end one (:func:`token_table`), collects finished rows and refills their slots.
-
-Stop rule (the reference decoder's, :mod:`sbd_core.decode`): a slot stops once EOS, the end of a stop string or its
-room lies inside the revealed prefix of its generation; NFE counts the forwards in which the slot still had masked
-positions, up to and including the one that met the stop.
+status tensor per forward goes to the host (:class:`RowStatus` per slot, then the next forward's :class:`Shape`),
+which checks stop strings only for slots whose newly revealed tokens could end one (:func:`token_table`), collects
+finished rows and refills their slots. Stop rule and NFE: the reference decoder's (:mod:`sbd_core.decode`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
 from ..solvers import exclude_tokens
-
-EOS, LENGTH = 1, 2  # stop reasons decided on the device (stop strings are decided on the host)
-STATUS = ("stopped", "reason", "keep", "nfe", "candidate", "prefix", "seen")  # columns of the status tensor
+from .attention import DensePlan, FlexPlan, Ragged
 
 
-@dataclass
-class Status:
-    """One forward's outcome for the host: per slot the columns of :data:`STATUS`, and the key span (cached keys
-    every slot will need plus the next forward's width) of the next forward."""
+class RowStatus(NamedTuple):
+    """One slot's outcome of a forward, as the host reads it."""
 
-    rows: list[list[int]]
-    need: int
+    stopped: int  # EOS or the length limit lies in its revealed prefix (the slot is free now)
+    candidate: int  # a newly revealed token could end a stop string: the host checks its text
+    nfe: int  # forwards counted for the row so far
+    prefix: int  # generated tokens revealed so far (every earlier position revealed)
+    seen: int  # the prefix before this forward
+
+
+class Shape(NamedTuple):
+    """What the next forward feeds: its tokens, the widest row's tokens, and the key span a dense plan reads."""
+
+    tokens: int
+    width: int
+    span: int
 
 
 def token_table(tokenizer, vocab_size: int, texts: tuple[str, ...], device) -> torch.Tensor | None:
     """[V] bool: token ids whose text could end one of the stop strings ``texts`` (None without stop strings).
 
     A stop string ends with its last character, so the token that completes it shows that character, or is a partial
-    UTF-8 sequence (decoded alone as U+FFFD), or a SentencePiece word start standing for a space."""
+    UTF-8 sequence (decoded alone as U+FFFD), or stands for a space its text alone leaves out: a SentencePiece word
+    start (``▁``), a byte-fallback space (decoded alone as nothing: the decoder strips a text's leading space)."""
     if not texts:
         return None
     last = {t[-1] for t in texts}
@@ -51,7 +56,7 @@ def token_table(tokenizer, vocab_size: int, texts: tuple[str, ...], device) -> t
     size = min(vocab_size, len(tokenizer))
     decoded = tokenizer.batch_decode([[i] for i in range(size)])
     pieces = tokenizer.convert_ids_to_tokens(list(range(size)))
-    flags = [any(c in text for c in last) or "\ufffd" in text or (space and str(piece).startswith("\u2581"))
+    flags = [any(c in text for c in last) or "\ufffd" in text or (space and (str(piece).startswith("\u2581") or not text))
              for text, piece in zip(decoded, pieces)]
     table = torch.zeros(vocab_size, dtype=torch.bool)
     table[:size] = torch.tensor(flags, dtype=torch.bool)
@@ -59,35 +64,41 @@ def token_table(tokenizer, vocab_size: int, texts: tuple[str, ...], device) -> t
 
 
 class Slots:
-    """Decoding state of ``slots`` rows (mode ``sbd`` with blocks of ``block_size``, or ``ntp``)."""
+    """Decoding state of ``slots`` rows (mode ``sbd`` with blocks of ``block_size``, or ``ntp``), allocated once.
+
+    ``excluded`` is the index of the ids never written (:func:`sbd_core.solvers.excluded_index`); ``capacity`` the most
+    tokens a row generates."""
 
     def __init__(self, slots: int, block_size: int, capacity: int, mode: str, mask_id: int | None, eos_table,
-                 stop_table, excluded: tuple[int, ...], solver, device):
-        self.n, self.mode, self.mask_id = slots, mode, mask_id if mask_id is not None else 0
+                 stop_table, excluded: torch.Tensor, solver, device):
+        self.n, self.mode = slots, mode
         self.k = block_size if mode == "sbd" else 1
-        self.width = 2 * self.k if mode == "sbd" else 1
+        self.mask_id = mask_id if mode == "sbd" else 0
         self.eos_table, self.stop_table, self.excluded, self.solver = eos_table, stop_table, excluded, solver
         zeros = lambda *shape, dtype=torch.long: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
-        self.length, self.room, self.done, self.seen, self.nfe = (zeros(slots) for _ in range(5))
-        self.block_len, self.last = zeros(slots), zeros(slots)
+        self.length, self.room, self.done, self.seen, self.nfe, self.block_len = (zeros(slots) for _ in range(6))
         self.active, self.pending = zeros(slots, dtype=torch.bool), zeros(slots, dtype=torch.bool)
-        self.block = torch.full((slots, self.k), self.mask_id, dtype=torch.long, device=device)
+        self.block = torch.full((slots, self.k), self.mask_id, dtype=torch.long, device=device)  # NTP: the last token
         self.prev, self.masked = zeros(slots, self.k), zeros(slots, self.k, dtype=torch.bool)
         self.gen = zeros(slots, capacity)
+        self.widths = zeros(slots, capacity + 1)  # per counted forward, the tokens the row fed; column -1: a sink
         self.arange_k = torch.arange(self.k, device=device)
-        self.arange_w = torch.arange(self.width, device=device)
+
+    def buffers(self) -> list[torch.Tensor]:
+        """Every state tensor (updated in place, never reallocated)."""
+        return [v for v in vars(self).values() if torch.is_tensor(v)]
 
     # ------------------------------------------------------------------------------------------------ host side
     def admit(self, slots: torch.Tensor, lengths: torch.Tensor, rooms: torch.Tensor, last: torch.Tensor) -> None:
         """Start rows in ``slots`` [n]: cache ``lengths`` [n] already prefilled, ``rooms`` [n] new tokens at most,
         ``last`` [n] the token NTP mode feeds first."""
-        self.length[slots], self.room[slots], self.last[slots] = lengths, rooms, last
+        self.length[slots], self.room[slots] = lengths, rooms
         for tensor in (self.done, self.seen, self.nfe):
             tensor[slots] = 0
         self.pending[slots], self.active[slots] = False, True
         first = rooms.clamp(max=self.k)
         self.block_len[slots] = first
-        self.block[slots] = self.mask_id
+        self.block[slots] = last[:, None] if self.mode == "ntp" else self.mask_id
         self.masked[slots] = self.arange_k[None] < first[:, None]
 
     def release(self, slots: list[int]) -> None:
@@ -97,104 +108,124 @@ class Slots:
         self.masked[index] = False
 
     # ------------------------------------------------------------------------------------------------ one forward
-    def step(self, forward, span: int, width: int) -> torch.Tensor:
-        """One forward of ``width`` tokens per slot over keys ``[0, span)`` and its update. Returns what the host
-        reads: the status [S, len(STATUS)] flattened, then the key span and the width the next forward needs."""
-        ids, positions, allowed, offset = self.inputs(span, width)
-        hidden = forward.step(ids, positions, allowed, span)
-        index = (offset[:, None] + self.arange_k[None])[..., None].expand(-1, -1, hidden.shape[-1])
-        status = self.update(forward.logits(hidden.gather(1, index)))
+    def step(self, forward, tokens: torch.Tensor, width: torch.Tensor | None = None,
+             span: torch.Tensor | None = None) -> torch.Tensor:
+        """One forward and its update. ``tokens`` is ``arange(T)`` (T >= the tokens the rows feed; the rest are
+        padding). A dense plan (:class:`.attention.DensePlan`) takes ``width`` and ``span`` (carriers of the widest
+        row's tokens and the key span); without them the forward uses FlexAttention. Returns what the host reads:
+        [S, len(RowStatus)] flattened, then the next forward's :class:`Shape`."""
+        batch, logit_index = self.inputs(tokens, forward.max_len, width)
+        if width is None:
+            plan = FlexPlan(batch, forward.max_len, self.n + 1)
+        else:
+            plan = DensePlan(batch, None, self.n + 1, width, span)
+        hidden = forward(batch, plan)
+        status = self.update(forward.logits(hidden[logit_index]))
         return torch.cat([status.flatten(), self.next_shape()])
 
-    def inputs(self, span: int, width: int):
-        """``(ids [S, W], positions [S, W], allowed [S, W, span], offset [S])`` of a forward of ``width`` tokens per
-        slot (SBD: ``2k`` when a slot re-feeds its finished block, else ``k``); ``offset`` is where each slot's
-        logits positions start in its fed tokens."""
-        keys = torch.arange(span, device=self.length.device)[None, None]
-        if self.mode == "ntp":
-            positions = self.length[:, None]
-            return self.last[:, None], positions, keys <= positions[:, :, None], torch.zeros_like(self.length)
-        k = self.k
-        if width == 2 * k:
-            pending = self.pending[:, None]
-            pad = torch.full_like(self.block, self.mask_id)
-            ids = torch.where(pending, torch.cat([self.prev, self.block], 1), torch.cat([self.block, pad], 1))
-            offset = torch.where(self.pending, k, 0)
-        else:  # no slot re-feeds: the blocks alone
-            ids, offset = self.block, torch.zeros_like(self.length)
-        positions = self.length[:, None] + self.arange_w[None, :width]
-        relative = self.arange_w[None, :width] - offset[:, None]  # index inside the current block
-        in_block = (relative >= 0) & (relative < self.block_len[:, None])
-        block_end = self.length + offset + self.block_len - 1  # last position of the current block
-        limit = torch.where(in_block, block_end[:, None], positions)
-        return ids, positions, keys <= limit[:, :, None], offset
+    def feeds(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per slot, the tokens re-fed causally and the tokens of its block, in the next forward."""
+        return (self.pending & self.active) * self.k, self.block_len * self.active
+
+    def inputs(self, tokens: torch.Tensor, max_len: int, width: torch.Tensor | None) -> tuple[Ragged, torch.Tensor]:
+        """The ragged batch (slot by slot; when compiled, then padding in the scratch row) and ``[S, k]``: where each
+        slot's block positions are among its tokens."""
+        refeed, own = self.feeds()
+        fed = refeed + own
+        end = fed.cumsum(0)
+        start = end - fed
+        row = torch.searchsorted(end, tokens, right=True)  # the slot of each token; n for padding
+        slot = row.clamp(max=self.n - 1)
+        column = tokens - start[slot]
+        index = column - refeed[slot]  # its place in the block; negative: a re-fed token
+        in_block = index >= 0
+        ids = torch.where(in_block, self.block[slot, index.clamp(0, self.k - 1)],
+                          self.prev[slot, column.clamp(max=self.k - 1)])
+        positions = self.length[slot] + column
+        limits = torch.where(in_block, (self.length + refeed + self.block_len - 1)[slot], positions)
+        batch = Ragged(ids, slot, positions, limits, slot, column)
+        if torch.compiler.is_compiling():  # a compiled step pads the tokens to a bucket (an eager one feeds no padding)
+            batch = _padded(batch, row < self.n, tokens - end[-1], self.n, max_len, width)
+        logit_index = (start + refeed)[:, None] + self.arange_k[None]
+        return batch, logit_index.clamp(max=tokens.shape[0] - 1)
 
     def update(self, logits: torch.Tensor) -> torch.Tensor:
         """Apply one forward's logits [S, k, V]: solver, bookkeeping, stop checks; returns the status tensor. Every
         state tensor is updated in place (fixed buffers, as a captured CUDA graph needs them)."""
-        logits = exclude_tokens(logits, self.excluded)
+        refeed, own = self.feeds()
+        live = self.masked & self.active[:, None]
+        counted = live.any(1)
+        sink = self.widths.shape[1] - 1
+        self.widths.scatter_(1, torch.where(counted, self.nfe, sink)[:, None], (refeed + own)[:, None])
+        self.nfe.add_(counted)
+        reveal, tokens = self.solver(exclude_tokens(logits, self.excluded), live)
         if self.mode == "ntp":
-            return self._update_ntp(logits)
-        return self._update_sbd(logits)
+            return self._update_ntp(tokens[:, 0])
+        return self._update_sbd(torch.where(reveal, tokens, self.block), live & ~reveal, refeed)
 
-    def _update_sbd(self, logits: torch.Tensor) -> torch.Tensor:
+    def _update_sbd(self, block: torch.Tensor, masked: torch.Tensor, refeed: torch.Tensor) -> torch.Tensor:
         k, active, positions = self.k, self.active, self.arange_k[None]
-        live = self.masked & active[:, None]
-        reveal, tokens = self.solver(logits, live)
-        block = torch.where(reveal, tokens, self.block)
-        masked = live & ~reveal
-        self.nfe.add_(live.any(1).long())
-        self.length.add_(torch.where(self.pending & active, k, 0))
+        self.length.add_(refeed)  # the re-fed block's keys stay
         self.pending.logical_and_(~active)
         open_ = masked & (positions < self.block_len[:, None])
         first_masked = torch.where(open_.any(1), open_.long().argmax(1), self.block_len)
         prefix = self.done + first_masked
         self.gen.scatter_(1, self.done[:, None] + positions, block)
         fresh = (positions >= (self.seen - self.done)[:, None]) & (positions < first_masked[:, None])
-        status = self._stops(block, fresh, prefix, first_masked)
-        stopped = status[:, 0].bool()
-        complete = active & ~stopped & (first_masked == self.block_len)
-        self.done.add_(torch.where(complete, self.block_len, 0))
+        stopped = self._stops(block, fresh, prefix)
+        complete = active & (first_masked == self.block_len)  # (active: not stopped now)
+        self.done.add_(self.block_len * complete)
         self.prev.copy_(torch.where(complete[:, None], block, self.prev))
         self.pending.logical_or_(complete)
         next_len = torch.where(complete, (self.room - self.done).clamp(0, k), self.block_len)
-        self.block.copy_(torch.where(complete[:, None], self.mask_id, block))
-        self.masked.copy_(torch.where(complete[:, None], positions < next_len[:, None], masked) & ~stopped[:, None])
+        self.block.copy_(block.masked_fill(complete[:, None], self.mask_id))
+        self.masked.copy_(torch.where(complete[:, None], positions < next_len[:, None], masked & active[:, None]))
         self.block_len.copy_(next_len)
-        return status
+        return self._status(stopped, fresh, block, prefix)
 
-    def _update_ntp(self, logits: torch.Tensor) -> torch.Tensor:
+    def _update_ntp(self, token: torch.Tensor) -> torch.Tensor:
         active = self.active
-        _, tokens = self.solver(logits, active[:, None])
-        token = torch.where(active, tokens[:, 0], self.last)
+        token = torch.where(active, token, self.block[:, 0])
         self.gen.scatter_(1, self.done[:, None], token[:, None])
-        for counter in (self.done, self.nfe, self.length):
-            counter.add_(active.long())
-        self.last.copy_(token)
-        return self._stops(token[:, None], active[:, None], self.done, torch.ones_like(self.done))
+        self.done.add_(active)
+        self.length.add_(active)
+        self.block[:, 0] = token
+        fresh = active[:, None]
+        stopped = self._stops(token[:, None], fresh, self.done)
+        return self._status(stopped, fresh, token[:, None], self.done)
 
-    def _stops(self, block, fresh, prefix, first_masked) -> torch.Tensor:
-        """EOS / length stop of every slot from its newly revealed tokens ``fresh`` [S, k] of ``block``; marks stop
-        string candidates; deactivates stopped slots. Returns the [S, len(STATUS)] status."""
-        eos = self.eos_table[block] & fresh
-        has_eos = eos.any(1)
-        eos_keep = prefix - first_masked + eos.long().argmax(1) + 1  # block start + first EOS index + 1
-        stopped = self.active & (has_eos | (prefix >= self.room))
-        reason = torch.where(has_eos, EOS, LENGTH)
-        keep = torch.where(has_eos, eos_keep, self.room)
+    def _stops(self, block, fresh, prefix) -> torch.Tensor:
+        """Slots whose newly revealed tokens ``fresh`` [S, k] of ``block`` hold EOS, or whose revealed ``prefix``
+        reached their room: they stop now (deactivated; the host finds where: :func:`sbd_core.generation.stop_point`)."""
+        stopped = self.active & ((self.eos_table[block] & fresh).any(1) | (prefix >= self.room))
+        self.active.logical_and_(~stopped)
+        self.length.mul_(self.active.long())
+        return stopped
+
+    def _status(self, stopped, fresh, block, prefix) -> torch.Tensor:
+        """The [S, len(RowStatus)] status; the seen prefix moves on."""
         if self.stop_table is None:
             candidate = torch.zeros_like(stopped)
         else:
-            candidate = self.active & (self.stop_table[block] & fresh).any(1)
-        status = torch.stack([stopped.long(), reason, keep, self.nfe, candidate.long(), prefix, self.seen], 1)
-        self.seen.copy_(torch.where(self.active, prefix, self.seen))
-        self.active.logical_and_(~stopped)
-        self.length.mul_(self.active.long())
+            candidate = (stopped | self.active) & (self.stop_table[block] & fresh).any(1)
+        status = torch.stack([stopped.long(), candidate.long(), self.nfe, prefix, self.seen], 1)
+        self.seen.copy_(torch.where(self.active | stopped, prefix, self.seen))
         return status
 
     def next_shape(self) -> torch.Tensor:
-        """[2]: the key span the next forward needs (the largest active cache length plus the widest step) and its
-        width (SBD: ``2k`` while an active slot re-feeds its finished block, else ``k``)."""
-        pending = (self.pending & self.active).any()
-        width = torch.where(pending, 2 * self.k, self.k) if self.mode == "sbd" else torch.ones_like(pending).long()
-        return torch.stack([(self.length + self.width).max(), width])
+        """[3]: the next forward's :class:`Shape` (tokens fed, the widest slot's tokens, keys up to the last one)."""
+        refeed, own = self.feeds()
+        width = refeed + own
+        return torch.stack([width.sum(), width.max(), (self.length + width).max().clamp(min=1)])
+
+
+def _padded(batch: Ragged, real: torch.Tensor, pad: torch.Tensor, scratch: int, max_len: int,
+            width: torch.Tensor | None) -> Ragged:
+    """``batch`` with its tokens past the rows' own (``real`` False; ``pad``: their count from the first) moved to the
+    scratch row ``scratch``: each writes its own position there and sees itself (a query that sees no key is NaN on
+    some kernels, and NaN keys would poison the queries of its block of 16)."""
+    position = pad % max_len
+    return Ragged(ids=torch.where(real, batch.ids, 0), slots=torch.where(real, batch.slots, scratch),
+                  positions=torch.where(real, batch.positions, position),
+                  limits=torch.where(real, batch.limits, position), rows=torch.where(real, batch.rows, scratch),
+                  columns=batch.columns if width is None else torch.where(real, batch.columns, pad % width.shape[0]))

@@ -6,11 +6,12 @@ so adding one touches its module and a config entry, nothing here.
 Files (one per line / object):
 
 * decode writes ``<benchmark>.jsonl``: ``{"id", "prompt", "completion", "token_ids", "num_tokens", "nfe",
-  "tokens_per_forward", "stop_reason", "wall_time_s", "prompt_tokens"}`` per problem (a verified run adds ``accepted``
-  and ``drafted``: per draft, the tokens NTP mode kept and the tokens checked, :mod:`sbd_core.verify`), and
-  ``<benchmark>.jsonl.provenance.json`` beside it with the sampler spec, the decode and benchmark settings, the model's
-  training recipe and ``total_wall_time_s`` (this job's decode, model loading excluded: a record, not a measurement
-  the report compares; wall-clock is the speed stage's, :mod:`.speed`);
+  "tokens_per_forward", "stop_reason", "wall_time_s", "prompt_tokens", "widths"}`` per problem (``widths``: per
+  forward counted in ``nfe``, the tokens the row fed, :attr:`sbd_core.generation.Generation.widths`; a verified run
+  adds ``accepted`` and ``drafted``: per draft, the tokens NTP mode kept and the tokens checked,
+  :mod:`sbd_core.verify`), and ``<benchmark>.jsonl.provenance.json`` beside it with the sampler spec, the decode and
+  benchmark settings, the model's training recipe and ``total_wall_time_s`` (this job's decode, model loading
+  excluded: a record, not a measurement the report compares; wall-clock is the speed stage's, :mod:`.speed`);
 * score writes one JSON object: the benchmark's metrics, the NFE and token totals the report derives NFE speedups
   from, the sampler spec, the recipe and the per-problem verdicts, each with its problem's ``nfe`` and ``num_tokens``
   (the report's intervals resample problems), the digest of its tokens (``tokens_sha``: the report checks verified runs
@@ -113,7 +114,7 @@ def run_decode(model_dir: Path, benchmark: str, benchmark_settings: dict | None,
     prompt_tokens = [len(tokenizer(p, add_special_tokens=config.add_special_tokens)["input_ids"]) for p in prompts]
     records = [{"id": p[ID_KEY], "prompt": prompt, "completion": g.text, "token_ids": g.token_ids,
                 "num_tokens": g.num_tokens, "nfe": g.nfe, "tokens_per_forward": g.tokens_per_forward,
-                "stop_reason": g.stop_reason, "wall_time_s": g.wall_time_s, "prompt_tokens": n,
+                "stop_reason": g.stop_reason, "wall_time_s": g.wall_time_s, "prompt_tokens": n, "widths": g.widths,
                 **({} if g.accepted is None else {"accepted": g.accepted, "drafted": g.drafted})}
                for p, prompt, g, n in zip(problems, prompts, generations, prompt_tokens)]
     write_jsonl_atomic(records, out_path)
