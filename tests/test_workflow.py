@@ -1,5 +1,5 @@
 """The whole DAG through Snakemake on the smoke config, partial reruns (the README's commands as printed), the HTML report
-and config errors."""
+(config errors: tests/test_bad_configs.py)."""
 
 import csv
 import dataclasses
@@ -16,27 +16,10 @@ import yaml
 
 from sbd_core import cli
 from sbd_core.benchmarks import get_benchmark
+from snakemake_runs import job_counts, snakemake
 
 ROOT = Path(__file__).resolve().parent.parent
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile")]
 pytestmark = pytest.mark.workflow
-
-
-def snakemake(workdir: Path, *args, check=True):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    # a guard against a hung run only: the smoke DAG takes about a minute, but 8-10 minutes on a 2-core machine
-    # under a load of 12 (measured), so the guard is far above that
-    out = subprocess.run(SNAKEMAKE + ["--directory", str(workdir), *args], capture_output=True, text=True, env=env,
-                         timeout=1800)
-    if check and out.returncode != 0:
-        raise AssertionError(f"snakemake {args} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-    return out
-
-
-def job_counts(output: str) -> dict[str, int]:
-    """The 'Job stats' table of a snakemake run or dry run."""
-    table = output.split("Job stats:")[1]
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m.group(1) != "total"}
 
 
 @pytest.fixture(scope="module")
@@ -289,41 +272,6 @@ def test_html_report_is_self_contained(smoke):
     snakemake(workdir, "--configfile", str(config), "--report", "report.html")
     html = (workdir / "report.html").read_text(errors="ignore")
     assert len(html) > 100_000 and "summary.csv" in html
-
-
-@pytest.mark.parametrize("edit, words", [
-    (lambda c: c["decode"].update(blocksize=16), ["blocksize"]),
-    (lambda c: c["decode"].update(block_size="16"), ["block_size", "16"]),
-    (lambda c: c["decode"]["samplers"].append({"solver": "eb", "gamma": -1}), ["gamma", "-1"]),
-    (lambda c: c["decode"]["samplers"].append({"solver": "eb", "threshold": 0.5}), ["threshold", "gamma"]),
-    (lambda c: c["decode"]["samplers"].append({"solver": "eb", "verify": "greedy", "temperature": 0.7}),
-     ["verify='greedy'", "temperature 0"]),
-    (lambda c: c["finetune"].update(tokens_per_step=1000), ["tokens_per_step=1000", "batch_size x max_length"]),
-    (lambda c: c["data"]["sources"][0].pop("problems"), ["math", "problems"]),
-    (lambda c: c["data"].update(sources=[{"name": "gsm8k"}]), ["scratch", "synthetic", "tiny-llama"]),
-    (lambda c: c["finetune"].update(seeds=[0, 1], seed=1), ["seed or seeds"]),
-    (lambda c: c["finetune"].update(eval_at_steps=[4]), ["eval_at_steps", "max_steps=4"]),
-    (lambda c: c["benchmarks"]["math"].update(split="train"), ["benchmarks.math.split", "'dev', 'test'", "train"]),
-    (lambda c: c["decode"].update(timing_repeats=2), ["timing_repeats"]),  # wall-clock is the speed stage's
-    (lambda c: c.update(speed={"rounds": 1}), ["speed", "rounds", "minimum of 2"]),
-    (lambda c: c["decode"].update(samplers=c["decode"]["samplers"] + [{"solver": "hf_generate"}],
-                                  restrict={"sbd": ["ntp", "hf-generate"]}),
-     ["decode.restrict.sbd", "hf-generate", "NTP arm only"]),
-    (lambda c: c.update(report={"stats": {"margin_pts": 200}}), ["margin_pts", "200"]),
-    (lambda c: c.update(report={"stats": {"confidence": 0.95, "margins_pts": {"code": 0}}}),
-     ["report", "stats", "margins_pts", "code"]),
-])
-def test_bad_config_stops_before_any_work(tmp_path, edit, words):
-    config = yaml.safe_load((ROOT / "tests" / "smoke.yaml").read_text())
-    edit(config)
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(config))
-    out = snakemake(tmp_path, "-n", "--configfile", str(path), check=False)
-    assert out.returncode != 0
-    for word in words:
-        assert word in out.stdout + out.stderr
-    assert "Failed validating" not in out.stdout + out.stderr  # a line naming the key, not the schema
-    assert not (tmp_path / "results").exists()
 
 
 def test_every_rule_has_a_log():
