@@ -91,5 +91,7 @@ def test_engine_refuses_compiling_verify_and_hands_sampled_verify_to_the_referen
         FastDecoder(sbd_model, tokenizer, DecodeConfig(compile=True), greedy)
     assert not FastDecoder(sbd_model, tokenizer, DecodeConfig(), greedy).compile  # null: eager with verify
     sampled = build_solver(sampler_spec("eb", gamma=0.3, temperature=1.0, seed=0, verify="sample"))
+    with pytest.raises(ValueError, match="verify: sample does not run on decode.engine 'fast'"):
+        FastDecoder(sbd_model, tokenizer, DecodeConfig(), sampled)
     assert BlockDecoder(sbd_model, tokenizer, DecodeConfig(), sampled).config.engine == "reference"
     assert BlockDecoder(sbd_model, tokenizer, DecodeConfig(), greedy).config.engine == "fast"

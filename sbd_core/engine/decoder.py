@@ -91,6 +91,9 @@ class FastDecoder:
         self.context = getattr(model.config, "max_position_embeddings", None)
         self.mask_id = mask_token_id(model) if self.mode == "sbd" else None
         self.verify = self.mode == "sbd" and getattr(self.solver, "verify", "none") != "none"
+        if self.verify and self.solver.verify == "sample":
+            raise ValueError("verify: sample does not run on decode.engine 'fast' (its speculative-sampling rule is "
+                             "tested on the reference decoder); use decode.engine: reference (BlockDecoder does)")
         self.compile = _compile_setting(self.config.compile, model.device, self.solver, self.verify)
         cuda = model.device.type == "cuda"
         self.attention = attention or ("flex" if self.compile and cuda else "dense")
