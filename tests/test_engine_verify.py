@@ -37,10 +37,17 @@ def reference_results(model, tokenizer, ids, spec, **config):
     return gens
 
 
-@pytest.mark.parametrize("kind, name, params, block_size", [("llama", "eb", {"gamma": 0.3}, 4),
-                                                             ("qwen3", "eb", {"gamma": 1.0, "proxy": "confidence"}, 3),
-                                                             ("llama", "topk", {"n": 2}, 4),
-                                                             ("qwen3", "left_to_right", {"n": 1}, 6)])
+# (family, solver, its parameters, block size): the default tier's cases, then the other solvers (slow tier)
+CASES = [("llama", "eb", {"gamma": 0.3}, 4), ("qwen3", "eb", {"gamma": 1.0, "proxy": "confidence"}, 3),
+         ("llama", "topk", {"n": 2}, 4), ("qwen3", "left_to_right", {"n": 1}, 6)]
+SLOW_CASES = [("qwen3", "eb", {"gamma": 0.3}, 6), ("llama", "eb", {"gamma": float("inf")}, 4),
+              ("qwen3", "entropy_threshold", {"threshold": 1.0}, 4),
+              ("llama", "confidence_threshold", {"threshold": 0.5}, 3), ("qwen3", "factor", {"f": 1.0}, 4),
+              ("llama", "left_to_right", {"n": 1}, 2)]
+
+
+@pytest.mark.parametrize("kind, name, params, block_size",
+                         CASES + [pytest.param(*case, marks=pytest.mark.slow) for case in SLOW_CASES])
 def test_engine_verify_gives_the_reference_decoders_results(tokenizer, kind, name, params, block_size):
     model, ids = peaked(kind, tokenizer), [tokenizer(p)["input_ids"] for p in PROMPTS]
     free = ntp_reference(model, tokenizer, ids, max_new_tokens=14, eos_token_ids=())  # NTP decisions checked stable
