@@ -12,7 +12,7 @@ import pytest
 from conftest import char_tokenizer
 from sbd_core.benchmarks import (BENCHMARKS, ID_KEY, PAPER_COLUMNS, THINKING_OFF, THINKING_ON, Benchmark,
                                  BenchmarkUnavailable, Settings, add_special_tokens_for, describe_benchmarks,
-                                 get_benchmark, read_generations)
+                                 get_benchmark, read_generations, score_generations)
 from sbd_core.benchmarks.chat import render_chat
 from sbd_core.benchmarks.lm_eval_hooks import final_answer_text, math_answer, math_verify_results
 from sbd_core.tasks import get_task
@@ -111,7 +111,11 @@ def test_settings_overrides_and_stops():
     ("math500", {"chat": False, "system_prompt": "x"}, r"system_prompt applies only with chat: true"),
     ("math", {"chat": True}, r"benchmarks.math.chat must be false"),
     ("code", {"seed": -1}, r"benchmarks.code.seed must be an integer >= 0"),
-    ("code", {"limit": None}, r"benchmarks.code.limit must be an integer >= 1: it is the number of test problems"),
+    ("code", {"limit": None}, r"benchmarks.code.limit must be an integer >= 1: it is the number of problems"),
+    ("math", {"split": "train"}, r"benchmarks.math.split must be one of \['dev', 'test'\] \(train is what the "
+                                 r"models learn from\), got 'train'"),
+    ("code", {"split": "valid"}, r"benchmarks.code.split must be one of \['dev', 'test'\]"),
+    ("gsm8k", {"split": "test"}, r"benchmarks.gsm8k: unknown setting\(s\) \['split'\]"),
     ("gsm8k", ["limit"], r"benchmarks.gsm8k must be a mapping"),
 ])
 def test_bad_settings_name_the_key_and_the_fix(name, mapping, match):
@@ -198,10 +202,36 @@ def test_synthetic_benchmarks_generate_their_problems_and_training_rows(tmp_path
     assert [p["question"] for p in problems] == [p["question"] for p in expected]
     assert [p[ID_KEY] for p in problems] == [p["task_id"] for p in expected]
     assert all(p["prompt"] == task.prompt_text(p) == math.prompt(p, None, math.settings()) for p in problems)
-    rows = get_benchmark("code").training_rows("valid", 3, 0)
+    rows = get_benchmark("code").training_rows("train", 3, 0)
     code_task = get_task("code")
     assert rows == [{"task": "code", "task_id": p["task_id"], "prompt": code_task.prompt_text(p),
-                     "target": code_task.target_text(p)} for p in code_task.make_problems("valid", 3, 0)]
+                     "target": code_task.target_text(p)} for p in code_task.make_problems("train", 3, 0)]
+
+
+@pytest.mark.parametrize("name, key", [("math", "question"), ("code", "prompt")])
+def test_the_split_setting_chooses_the_problems_and_every_score_names_it(tmp_path, name, key):
+    """``split: dev`` generates the development problems (test by default); the stage's test file records its split
+    and the score file names it; settings naming another split than the test file's are one error line."""
+    bench, task = get_benchmark(name), get_task(name)
+    assert bench.settings().split == "test" and bench.split(get_benchmark("gsm8k").settings()) == "test"
+    files = {split: bench.fetch(bench.settings({"limit": 3, "split": split}), tmp_path / split)
+             for split in ("dev", "test")}
+    for split, path in files.items():
+        assert [p[key] for p in bench.load(path)] == [p[key] for p in task.make_problems(split, 3, 0)]
+        assert json.loads(Path(f"{path}.provenance.json").read_text())["split"] == split
+    assert not {p[key] for p in bench.load(files["dev"])} & {p[key] for p in bench.load(files["test"])}
+    right = [task.target_text(p) for p in task.make_problems("dev", 3, 0)]
+    generations = tmp_path / "dev.jsonl"
+    generations.write_text("".join(json.dumps({"id": p[ID_KEY], "completion": c}) + "\n"
+                                   for p, c in zip(bench.load(files["dev"]), right)))
+    one_worker = {"parallel": 1} if name == "code" else {}
+    score = score_generations(name, generations, files["dev"], one_worker, tmp_path)
+    assert score["split"] == "dev" and score["accuracy"] == 1.0
+    stated = score_generations(name, generations, files["dev"], {"split": "dev", **one_worker}, tmp_path)
+    assert stated["split"] == "dev"
+    with pytest.raises(ValueError, match=r"dev/.*_test.jsonl: the benchmark stage wrote this test file from the 'dev' "
+                                         r"split, but the settings name split 'test'"):
+        score_generations(name, generations, files["dev"], {"split": "test"}, tmp_path)
 
 
 def test_read_generations(tmp_path):

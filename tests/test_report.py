@@ -203,6 +203,19 @@ def test_peers_are_rows_of_the_ntp_arm_named_in_words(tmp_path):
     assert "## Peers" not in plain  # no peer decoded: no section
 
 
+def test_every_number_names_its_split(tmp_path):
+    """A score file's split (a synthetic task's dev or test; none: a real benchmark's test set) is a summary column
+    and report.md names it per benchmark."""
+    paths = write_scores(tmp_path)
+    for path in paths:
+        if path.name.endswith("_code.json"):
+            path.write_text(json.dumps({**json.loads(path.read_text()), "split": "dev"}))
+    summary = summarize(load_scores(paths))
+    assert set(zip(summary["benchmark"], summary["split"])) == {("math", "test"), ("code", "dev")}
+    md = build_report(paths, paper_table=None)["report.md"].decode()
+    assert "benchmarks: code (dev split), math (test split)." in md
+
+
 def test_report_lists_recipe_departures(tmp_path):
     path = tmp_path / "s.json"
     path.write_text(json.dumps(score_dict("ntp", "ntp", "ntp", {}, "math", 0.5, 10,

@@ -60,6 +60,8 @@ def test_whole_dag_produces_report_and_sane_summary(smoke):
     rows = list(csv.DictReader(open(report / "summary.csv")))
     assert {(r["objective"], r["sampler"], r["benchmark"]) for r in rows} == {
         (o, s, t) for o, s in (("ntp", "ntp"), ("sbd", "ntp"), ("sbd", "topk-4")) for t in ("math", "code")}
+    assert {(r["benchmark"], r["split"]) for r in rows} == {("math", "test"), ("code", "dev")}  # smoke.yaml's splits
+    assert "benchmarks: code (dev split), math (test split)." in (report / "report.md").read_text()
     for r in rows:
         assert 0.0 <= float(r["accuracy"]) <= 1.0
         assert float(r["mean_nfe"]) > 0 and float(r["wall_speedup"]) > 0 and int(r["speed_rounds"]) == 2
@@ -301,6 +303,7 @@ def test_html_report_is_self_contained(smoke):
     (lambda c: c["data"].update(sources=[{"name": "gsm8k"}]), ["scratch", "synthetic", "tiny-llama"]),
     (lambda c: c["finetune"].update(seeds=[0, 1], seed=1), ["seed or seeds"]),
     (lambda c: c["finetune"].update(eval_at_steps=[4]), ["eval_at_steps", "max_steps=4"]),
+    (lambda c: c["benchmarks"]["math"].update(split="train"), ["benchmarks.math.split", "'dev', 'test'", "train"]),
     (lambda c: c["decode"].update(timing_repeats=2), ["timing_repeats"]),  # wall-clock is the speed stage's
     (lambda c: c.update(speed={"rounds": 1}), ["speed", "rounds", "minimum of 2"]),
     (lambda c: c["decode"].update(samplers=c["decode"]["samplers"] + [{"solver": "hf_generate"}],

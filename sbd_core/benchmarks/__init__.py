@@ -62,9 +62,10 @@ def describe_benchmarks() -> dict[str, dict]:
 
 def score_generations(name: str, generations: str | Path, data: str | Path | None = None,
                       settings: Mapping[str, Any] | None = None, work_dir: str | Path | None = None) -> dict:
-    """Score a generations file (``{"id", "completion"}`` per line): ``{"benchmark", "accuracy", "metrics", "n",
-    "per_problem", "generations", "data", "limit_applied"}`` (each ``per_problem`` record with its ``cluster`` where
-    the benchmark's problems come in families: :meth:`Benchmark.cluster`).
+    """Score a generations file (``{"id", "completion"}`` per line): ``{"benchmark", "split", "accuracy", "metrics",
+    "n", "per_problem", "generations", "data", "limit_applied"}`` (``split``: where the problems come from,
+    :meth:`Benchmark.problem_split`; each ``per_problem`` record with its ``cluster`` where the benchmark's problems
+    come in families: :meth:`Benchmark.cluster`).
 
     ``data`` is the test file the generations answer: one the benchmark stage wrote is the problem set and is never
     cut again; a file in the source's own schema is cut only to a ``limit`` the settings state. Without ``data`` the
@@ -76,6 +77,7 @@ def score_generations(name: str, generations: str | Path, data: str | Path | Non
     bench = get_benchmark(name)
     resolved = bench.settings(settings)
     stated_limit = resolved.limit if settings and "limit" in settings else None
+    split = bench.problem_split(data, resolved, settings.get("split") if settings else None)
     completions = read_generations(generations, samples=bench.several_samples)
     with tempfile.TemporaryDirectory(prefix=f"score_{name}_", dir=work_dir) as tmp:
         problems, limit_applied = bench.problem_set(data, resolved, stated_limit, tmp)
@@ -84,5 +86,5 @@ def score_generations(name: str, generations: str | Path, data: str | Path | Non
     clusters = {p[ID_KEY]: bench.cluster(p) for p in problems}
     if any(c is not None for c in clusters.values()):
         result["per_problem"] = {i: {**r, "cluster": clusters[i]} for i, r in result["per_problem"].items()}
-    return {"benchmark": name, **result, "generations": str(generations),
+    return {"benchmark": name, "split": split, **result, "generations": str(generations),
             "data": str(data) if data is not None else bench.source, "limit_applied": limit_applied}

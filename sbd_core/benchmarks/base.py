@@ -150,10 +150,27 @@ class Benchmark:
             problems = self.problems(self._source_rows(settings), self.source)
         problems = problems[:settings.limit]
         path = write_jsonl_atomic(problems, Path(out_dir) / f"{self.name}_test.jsonl")
-        record = {"benchmark": self.name, "source": self.source, "data": settings.data, "n": len(problems),
-                  "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "settings": asdict(settings)}
+        record = {"benchmark": self.name, "source": self.source, "data": settings.data, "split": self.split(settings),
+                  "n": len(problems), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                  "settings": asdict(settings)}
         write_json_atomic(record, Path(str(path) + ".provenance.json"))
         return path
+
+    def split(self, settings: Settings) -> str:
+        """The split the settings' problems come from: ``test`` for a real benchmark (its one fixed test set), the
+        ``split`` setting for generated ones (``dev`` or ``test``)."""
+        return getattr(settings, "split", "test")
+
+    def problem_split(self, data: str | Path | None, settings: Settings, stated_split: str | None) -> str:
+        """The split of the problems a generations file answers: the one the benchmark stage recorded for its test
+        file ``data``, else the settings' (:meth:`split`). ``stated_split`` (the split the user's settings name) must
+        agree with the recorded one: UserError naming the file otherwise."""
+        recorded = _stage_settings(data).get("split") if data is not None else None
+        if recorded is not None and stated_split is not None and stated_split != recorded:
+            raise UserError(f"{data}: the benchmark stage wrote this test file from the {recorded!r} split, but the "
+                            f"settings name split {stated_split!r}; score it with split {recorded!r}, or rerun the "
+                            "benchmark stage with the settings' split")
+        return recorded or self.split(settings)
 
     def load(self, path: str | Path) -> list[dict]:
         """The problems of a test file written by :meth:`fetch`, or of a file in the source's own schema."""
@@ -248,10 +265,16 @@ class Benchmark:
                             f"(first: {unknown[:3]}); generations must cover exactly the test file's problems")
 
 
-def _stage_limit(test_file: str | Path) -> int | None:
-    """The ``limit`` the benchmark stage recorded for ``test_file`` (None: none, or no provenance record beside it)."""
+def _stage_settings(test_file: str | Path) -> dict:
+    """The settings the benchmark stage recorded for ``test_file`` (empty: no readable provenance record beside it)."""
     record = Path(str(test_file) + ".provenance.json")
     try:
-        return json.loads(record.read_text())["settings"]["limit"]
+        settings = json.loads(record.read_text())["settings"]
     except (OSError, ValueError, KeyError, TypeError):
-        return None
+        return {}
+    return settings if isinstance(settings, dict) else {}
+
+
+def _stage_limit(test_file: str | Path) -> int | None:
+    """The ``limit`` the benchmark stage recorded for ``test_file`` (None: none, or no provenance record beside it)."""
+    return _stage_settings(test_file).get("limit")

@@ -17,9 +17,11 @@ Keys, for every benchmark:
 * ``system_prompt`` (string or null): the system message when ``chat`` is true.
 
 Code benchmarks add ``parallel``, ``timeout_s``, ``max_memory_bytes`` (the code scorer's limits); benchmarks whose
-data are generated add ``seed``. LiveCodeBench adds its problem window (``release``, ``start_date``, ``end_date``),
-``test_timeout_s`` (per test) and ``max_tests_bytes`` (the cap on one problem's decompressed tests); its ``data`` is
-a folder of the hub dataset's shards.
+data are generated add ``seed`` and ``split``: ``test`` (the default; the tables' numbers) or ``dev`` (the development
+split the recipe is tuned on; :mod:`sbd_core.tasks.splits`); a real benchmark has one fixed test set and no
+``split``. LiveCodeBench adds its problem window (``release``, ``start_date``, ``end_date``), ``test_timeout_s`` (per
+test) and ``max_tests_bytes`` (the cap on one problem's decompressed tests); its ``data`` is a folder of the hub
+dataset's shards.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any, Callable, Mapping
 
 from sbd_core.errors import UserError
 from sbd_core.evaluation import limits
+from sbd_core.tasks.splits import EVALUATION_SPLITS
 
 __all__ = ["Settings", "CodeSettings", "GeneratedSettings", "GeneratedCodeSettings", "LiveCodeBenchSettings",
            "resolve"]
@@ -81,6 +84,12 @@ def _path(value: Any) -> str:
     return str(value)
 
 
+def _evaluation_split(value: Any) -> str:
+    if value not in EVALUATION_SPLITS:
+        raise ValueError(f"must be one of {list(EVALUATION_SPLITS)} (train is what the models learn from)")
+    return value
+
+
 def _date(value: Any) -> str:
     try:
         datetime.strptime(value, "%Y-%m-%d")
@@ -125,9 +134,10 @@ class CodeSettings(Settings):
 
 @dataclass(frozen=True, kw_only=True)
 class GeneratedSettings(Settings):
-    """Settings of a benchmark whose test problems are generated from a seed (``limit`` is the count)."""
+    """Settings of a benchmark whose problems are generated from a seed out of its ``split`` (``limit``: the count)."""
 
     seed: int = _setting(_non_negative_int, 0)
+    split: str = _setting(_evaluation_split, "test")
 
 
 @dataclass(frozen=True, kw_only=True)

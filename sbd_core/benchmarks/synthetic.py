@@ -1,8 +1,9 @@
 """The embedded default's synthetic tasks as benchmarks: ``math`` (GSM8K-style) and ``code`` (HumanEval-style).
 
 Their problems are generated from a seed by :mod:`sbd_core.tasks` (``make_problems(split, n, seed)``; ``limit`` is the
-number of test problems) instead of downloaded, and they also provide the train/valid rows the tiny models are
-trained on (:meth:`training_rows`). Prompts are the task modules' plain text (``prompt_text``), stop strings their
+number of problems, ``split`` the held-out split they come from: ``test``, the default, or ``dev``, the development
+split the recipe is tuned on) instead of downloaded, and they also provide the train rows the tiny models are trained
+on (:meth:`training_rows`). Prompts are the task modules' plain text (``prompt_text``), stop strings their
 ``stop_sequences`` (chat prompts are refused); ``math`` is scored by lm-eval with the task's own ``#### N`` extraction
 (``lm_eval_tasks/sbd_synth_math.yaml``), ``code`` by the code scorer on the prompt plus the completion.
 """
@@ -31,15 +32,15 @@ class _Generated:
             raise UserError(f"benchmarks.{self.name}.chat must be false: the synthetic tasks have plain-text prompts "
                             "only (their tiny tokenizer has no chat template)")
         if settings.limit is None:
-            raise UserError(f"benchmarks.{self.name}.limit must be an integer >= 1: it is the number of test "
-                            "problems generated")
+            raise UserError(f"benchmarks.{self.name}.limit must be an integer >= 1: it is the number of problems "
+                            "generated")
         return settings
 
     def _source_rows(self, settings) -> list[dict]:
-        return get_task(self.name).make_problems("test", settings.limit, settings.seed)
+        return get_task(self.name).make_problems(settings.split, settings.limit, settings.seed)
 
     def training_rows(self, split: str, n: int, seed: int) -> list[dict]:
-        """``n`` ``{"task", "task_id", "prompt", "target"}`` rows of ``split`` ("train" or "valid")."""
+        """``n`` ``{"task", "task_id", "prompt", "target"}`` rows of ``split`` (the data stage: "train")."""
         task = get_task(self.name)
         return [{"task": self.name, "task_id": p["task_id"], "prompt": task.prompt_text(p),
                  "target": task.target_text(p)} for p in task.make_problems(split, n, seed)]

@@ -79,7 +79,8 @@ def _report_md(summary: pd.DataFrame, table_md: str, comparison_md: str | None, 
                floor_md: str = "") -> str:
     """Assemble report.md."""
     models = ", ".join(sorted(summary["model"].unique()))
-    benchmarks = ", ".join(sorted(summary["benchmark"].unique()))
+    benchmarks = ", ".join(f"{bench} ({', '.join(sorted(rows['split'].unique()))} split)"
+                           for bench, rows in summary.groupby("benchmark"))
     parts = ["# SBD benchmark report\n", f"{len(summary)} score files; models: {models}; benchmarks: {benchmarks}.\n"]
     if comparison_md is None:
         parts.append(f"> **Note.** {SYNTHETIC_NOTE}\n")

@@ -1,7 +1,8 @@
 """Score files: load and validate the score stage's JSON files, and summarize them (one row per run, speedups).
 
 A score file (``python -m sbd_core score``) names its run (``model``, ``objective``, ``sampler``, ``benchmark``; from
-the DAG also ``train_seed`` and ``train_steps``) and holds the benchmark's ``accuracy`` and ``metrics``, the decode cost
+the DAG also ``train_seed`` and ``train_steps``), the ``split`` its problems come from (``test``, or a synthetic task's
+``dev``) and holds the benchmark's ``accuracy`` and ``metrics``, the decode cost
 (``n_problems``, ``total_nfe``, ``total_tokens``), the ``sampler_spec`` (``{mode, solver, params,
 family, tag}``), the model's ``recipe`` and ``per_problem`` verdicts and costs (the intervals: :mod:`.intervals`).
 """
@@ -33,7 +34,7 @@ REQUIRED_KEYS = ("model", "objective", "sampler", "benchmark", "accuracy", "n_pr
 KEY_COLUMNS = ["model", "objective", "train_seed", "train_steps", "sampler", "benchmark"]
 #: Columns of ``summarize`` output, in order (then one column per sampler parameter, then metric_* columns).
 SUMMARY_COLUMNS = [
-    "model", "objective", "train_seed", "train_steps", "sampler", "label", "family", "benchmark", "accuracy",
+    "model", "objective", "train_seed", "train_steps", "sampler", "label", "family", "benchmark", "split", "accuracy",
     "nfe_speedup", "wall_speedup",
     "tokens_per_forward", "mean_tokens_per_forward", "mean_nfe", "total_nfe", "total_tokens",
     "n_problems", "block_size", "batch_size", "solver", "departures", "mode", "total_blocks", "mean_prompt_tokens",
@@ -117,6 +118,7 @@ def _score_row(path: Path, data: dict) -> dict:
     except ValueError as err:
         raise ScoreFileError(str(err)) from None
     row = {key: data[key] for key in ("model", "objective", "sampler", "benchmark")}
+    row["split"] = data.get("split", "test")  # a score file without one: a real benchmark's test set, or an older run
     row.update(train_seed=int(data.get("train_seed") or 0), train_steps=int(data.get("train_steps") or 0),
                problems=problems)
     row.update(

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from . import code_task, math_task
-
-SPLITS = ("train", "valid", "test")
+from .splits import EVALUATION_SPLITS, SPLITS
 
 
 @dataclass(frozen=True)
@@ -65,4 +64,4 @@ def training_texts(task_names, n_per_task: int, seed: int, split: str = "train")
     return pairs
 
 
-__all__ = ["SPLITS", "TASKS", "Task", "code_task", "get_task", "math_task", "training_texts"]
+__all__ = ["EVALUATION_SPLITS", "SPLITS", "TASKS", "Task", "code_task", "get_task", "math_task", "training_texts"]

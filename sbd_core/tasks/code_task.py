@@ -6,7 +6,7 @@ constants and map the operation words to code. 32 families: 16 on an integer ``x
 modulus and an offset), 8 on a list ``xs`` and 8 on a string ``s`` with one constant.
 
 A problem is fully determined by its family and constants (its "signature"); the split is a stable hash
-of that signature (80/10/10), so train/valid/test never share a prompt; the test split holds 1,898 problems
+of that signature (80/10/10), so train/dev/test never share a prompt; the test split holds 1,898 problems
 (``capacity``). ``make_problems`` picks problems of the split round-robin over families in a seed-shuffled order,
 so a family whose pool runs out leaves its turn to the others. The plus inputs of ``x`` and ``xs`` problems include
 each integer constant and its neighbours, so that a body with a constant off by one fails. Records carry exactly the
@@ -24,22 +24,22 @@ problem of the old splits keeps its split and its prompt; the plus inputs at the
 from __future__ import annotations
 
 import functools
-import hashlib
 import itertools
 import random
 from dataclasses import dataclass
 from typing import Callable
 
-SPLITS = ("train", "valid", "test")
+from .splits import SPLITS, check_count, check_split
+from .splits import split_of as _split_of
+
 _SPLIT_SALT = "sbd-code-v1"
 _WORDS = ("pre", "un", "re", "ab", "big", "red", "top", "new", "old", "my", "sub", "ok")
 _LETTERS = "abcdefgh"
 
 
 def split_of(key: str) -> str:
-    """Return the split ("train" 80% / "valid" 10% / "test" 10%) of a problem key, by stable hash."""
-    bucket = int(hashlib.sha256((_SPLIT_SALT + key).encode()).hexdigest()[:8], 16) % 100
-    return "train" if bucket < 80 else ("valid" if bucket < 90 else "test")
+    """The split ("train" 80% / "dev" 10% / "test" 10%) of a problem key, by stable hash."""
+    return _split_of(_SPLIT_SALT, key)
 
 
 @dataclass(frozen=True)
@@ -223,9 +223,7 @@ def _pool(split: str) -> dict[str, tuple[tuple, ...]]:
 
 def capacities(split: str) -> dict[str, int]:
     """How many distinct problems ``split`` holds per family (in ``FAMILIES`` order)."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
-    return {name: len(combos) for name, combos in _pool(split).items()}
+    return {name: len(combos) for name, combos in _pool(check_split(split)).items()}
 
 
 def capacity(split: str) -> int:
@@ -238,11 +236,7 @@ def make_problems(split: str, n: int, seed: int) -> list[dict]:
 
     Raises ValueError for an unknown split, a bad ``n``, or ``n > capacity(split)``.
     """
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise ValueError(f"n must be a non-negative int, got {n!r}")
-    if n > capacity(split):
+    if check_count(n) > capacity(split):
         raise ValueError(f"n={n} exceeds the {capacity(split)} unique {split} code problems")
     rng = random.Random(seed)
     queues = {}

@@ -1,21 +1,27 @@
 """Synthetic GSM8K-style math word problems with short worked digit steps.
 
-Each problem is one addition or one subtraction of two 2-digit numbers, worked column by column, e.g.
+Three kinds of problems, taken in turn (``KINDS``: per four problems an addition, two subtractions and a two-step
+problem): one addition or subtraction of two numbers of 2 to 4 digits, or two steps (an addition, then a subtraction
+from its result) on 2-digit numbers. Every step is worked column by column, e.g.
 
-    question: "Ann has 47 pens and buys 38 more. How many pens now?"
-    solution: "47+38: 7+8=15, 4+3+1=8. So 85.\n#### 85"
+    question: "Ann has 347 pens and buys 86 more. How many pens now?"
+    solution: "347+86: 7+6=13, 4+8+1=13, 3+0+1=4. So 433.\n#### 433"
+
+    question: "Ben has 47 cards, finds 38 more, then sells 19. How many cards are left?"
+    solution: "47+38: 7+8=15, 4+3+1=8. So 85. 85-19: 15-9=6, 8-1-1=6. So 66.\n#### 66"
 
 Template tokens ("So", ":", "=") are predictable and operand digits are copied, but column sums, carries ("+1"),
-borrows ("-1", "13-7") and the final answer must be computed from earlier tokens. The task is deliberately this small:
-it is what a model of the embedded default learns to near-perfect NTP accuracy in minutes on a CPU, so that the masked
-(MATP) mode, not the task, is what the SBD arms are compared on. (Multiplication and two-step problems were dropped
-after measurement: with them the NTP arm reached only ~80% and the SBD arm ~20% under parallel decoding.)
+borrows ("-1", "13-7"), the step results and the final answer must be computed from earlier tokens. The task is sized
+so that the embedded default's tiny model learns it well but not perfectly in its training budget (docs/tasks.md has
+the measured accuracies): 2-digit single steps, the task before, were solved 1,000 / 1,000 by every arm, which cannot
+show a difference between them; the errors that remain are mostly subtractions (whether to borrow, leading zeros of
+the result), hence half the problems subtract.
 
-Every computation ``(a, op, b)`` belongs to one split by a stable hash, so train/valid/test never share a computation;
-``make_problems`` alternates addition and subtraction and draws each split's computations without repetition; when one
-kind runs out, the other fills the rest. The test split holds 1,226 computations, 821 additions and 405 subtractions,
-so 1,000 test problems alternate for 810 and hold every held-out subtraction (595 additions, 405 subtractions), where
-200 held 100 of each. Generation is deterministic from a seed (``random.Random``).
+Every problem is keyed by its computations (``repr`` of the ``(a, op, b)`` list), and the key's stable hash decides its
+split (:mod:`sbd_core.tasks.splits`): train, dev and test never share a computation. ``make_problems`` takes the kinds
+in turn (a seeded order of the cycle) and draws each kind's computations at random, keeping those of the split not
+drawn before; the spaces are large (over 100 million one-step computations), so every split holds far more problems
+than a run asks for. Generation is deterministic from a seed (``random.Random``).
 
 Records: ``task_id`` ("math/<i>"), ``question``, ``solution``, ``answer`` (string of the integer), plus
 hidden fields ``_kind`` and ``_ops`` (list of ``[x, op, y]``) for checking.
@@ -23,15 +29,19 @@ hidden fields ``_kind`` and ``_ops`` (list of ``[x, op, y]``) for checking.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import random
 import re
 
-SPLITS = ("train", "valid", "test")
+from .splits import SPLITS, check_count, check_split
+from .splits import split_of as _split_of
+
+__all__ = ["KINDS", "SPLITS", "MAX_PROBLEMS", "add_steps", "sub_steps", "split_of", "make_problems", "prompt_text",
+           "target_text", "extract_answer"]
+
+KINDS = ("add", "sub", "sub", "add_sub")  # drawn in turn (a seeded order of this cycle): half the problems subtract
+MAX_PROBLEMS = 100_000  # per call: a bound on the work of one call, far below what a held-out split holds
 _SPLIT_SALT = "sbd-math-v1"
 _ANSWER_RE = re.compile(r"#### (-?\d+)")
-_OPERANDS = range(10, 100)
 
 _NAMES = ("Ann", "Ben", "Cal", "Dee", "Eve", "Fay", "Gus", "Hal", "Ivy", "Jon", "Kim", "Lea")
 _ITEMS = ("pens", "cards", "shells", "coins", "books", "apples", "stamps", "beads", "rocks", "cups")
@@ -40,9 +50,8 @@ _LOSE = ("gives away", "loses", "sells")
 
 
 def split_of(key: str) -> str:
-    """Return the split ("train" 80% / "valid" 10% / "test" 10%) of a problem key, by stable hash."""
-    bucket = int(hashlib.sha256((_SPLIT_SALT + key).encode()).hexdigest()[:8], 16) % 100
-    return "train" if bucket < 80 else ("valid" if bucket < 90 else "test")
+    """The split ("train" 80% / "dev" 10% / "test" 10%) of a problem key, by stable hash."""
+    return _split_of(_SPLIT_SALT, key)
 
 
 def _digits(n: int, width: int) -> list[int]:
@@ -77,65 +86,72 @@ def sub_steps(a: int, b: int) -> str:
 
 _STEPS = {"+": add_steps, "-": sub_steps}
 _APPLY = {"+": lambda x, y: x + y, "-": lambda x, y: x - y}
-_KIND_OF = {"+": "add", "-": "sub"}
 
 
-@functools.lru_cache(maxsize=None)
-def _pool(split: str) -> dict[str, tuple[tuple[int, str, int], ...]]:
-    """Per kind, the computations ``(a, op, b)`` of ``split``: every a + b, and every a - b with a >= b."""
-    pool = {"add": [], "sub": []}
-    for a in _OPERANDS:
-        for b in _OPERANDS:
-            for op in ("+", "-") if a >= b else ("+",):
-                if split_of(repr([(a, op, b)])) == split:
-                    pool[_KIND_OF[op]].append((a, op, b))
-    return {kind: tuple(ops) for kind, ops in pool.items()}
+ONE_STEP_DIGITS = (2, 3, 4)  # operand lengths of one-step problems, each equally likely
+TWO_STEP_DIGITS = (2,)  # of two-step problems
 
 
-def capacity(split: str) -> int:
-    """How many distinct problems ``split`` holds."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
-    return sum(len(ops) for ops in _pool(split).values())
+def _number(rng: random.Random, lengths: tuple[int, ...]) -> int:
+    """A number whose length in digits is drawn from ``lengths``, uniform among the numbers of that length."""
+    digits = rng.choice(lengths)
+    return rng.randint(10 ** (digits - 1), 10 ** digits - 1)
 
 
-def _question(rng: random.Random, a: int, op: str, b: int) -> str:
-    """The word problem of one computation, with a random name, item and verb."""
+def _draw(kind: str, rng: random.Random) -> list[tuple[int, str, int]]:
+    """One computation of ``kind``: its steps ``(x, op, y)``, a later step's ``x`` the previous step's result."""
+    if kind == "add":
+        return [(_number(rng, ONE_STEP_DIGITS), "+", _number(rng, ONE_STEP_DIGITS))]
+    if kind == "sub":
+        a, b = sorted((_number(rng, ONE_STEP_DIGITS), _number(rng, ONE_STEP_DIGITS)), reverse=True)
+        return [(a, "-", b)]
+    a, b = _number(rng, TWO_STEP_DIGITS), _number(rng, TWO_STEP_DIGITS)
+    c = _number(rng, TWO_STEP_DIGITS)
+    while c > a + b:  # what is taken away never exceeds what there is
+        c = _number(rng, TWO_STEP_DIGITS)
+    return [(a, "+", b), (a + b, "-", c)]
+
+
+def _question(rng: random.Random, ops: list[tuple[int, str, int]]) -> str:
+    """The word problem of one computation, with a random name, item and verbs."""
     name, item = rng.choice(_NAMES), rng.choice(_ITEMS)
+    (a, op, b), rest = ops[0], ops[1:]
+    if rest:
+        return (f"{name} has {a} {item}, {rng.choice(_GAIN)} {b} more, then {rng.choice(_LOSE)} {rest[0][2]}. "
+                f"How many {item} are left?")
     if op == "+":
         return f"{name} has {a} {item} and {rng.choice(_GAIN)} {b} more. How many {item} now?"
     return f"{name} has {a} {item} and {rng.choice(_LOSE)} {b}. How many {item} are left?"
 
 
-def _record(index: int, a: int, op: str, b: int, question: str) -> dict:
-    """Build the problem record with its worked solution."""
-    answer = str(_APPLY[op](a, b))
-    return {"task_id": f"math/{index}", "question": question,
-            "solution": f"{_STEPS[op](a, b)}\n#### {answer}", "answer": answer,
-            "_kind": _KIND_OF[op], "_ops": [[a, op, b]]}
+def _record(index: int, kind: str, ops: list[tuple[int, str, int]], question: str) -> dict:
+    """The problem record with its worked solution (every step's columns, then the answer)."""
+    answer = str(_APPLY[ops[-1][1]](ops[-1][0], ops[-1][2]))
+    steps = " ".join(_STEPS[op](x, y) for x, op, y in ops)
+    return {"task_id": f"math/{index}", "question": question, "solution": f"{steps}\n#### {answer}",
+            "answer": answer, "_kind": kind, "_ops": [list(step) for step in ops]}
 
 
 def make_problems(split: str, n: int, seed: int) -> list[dict]:
-    """Return ``n`` distinct problems of ``split``, alternating addition and subtraction while both last,
-    deterministic in ``seed``.
+    """``n`` distinct problems of ``split``, the kinds in turn (a seeded order), deterministic in ``seed``.
 
-    Raises ValueError for an unknown split, a bad ``n``, or ``n > capacity(split)``.
+    Raises ValueError for an unknown split, a bad ``n``, or ``n > MAX_PROBLEMS``.
     """
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise ValueError(f"n must be a non-negative int, got {n!r}")
-    if n > capacity(split):
-        raise ValueError(f"n={n} exceeds the {capacity(split)} unique {split} math problems")
+    check_split(split)
+    if check_count(n) > MAX_PROBLEMS:
+        raise ValueError(f"n={n} exceeds MAX_PROBLEMS={MAX_PROBLEMS} math problems per call")
     rng = random.Random(seed)
-    queues = {kind: rng.sample(ops, len(ops)) for kind, ops in _pool(split).items()}
-    kinds = rng.sample(sorted(queues), len(queues))
+    kinds = rng.sample(KINDS, len(KINDS))
+    seen: set[str] = set()
     out: list[dict] = []
     while len(out) < n:
-        for kind in kinds:
-            if queues[kind] and len(out) < n:
-                a, op, b = queues[kind].pop()
-                out.append(_record(len(out), a, op, b, _question(rng, a, op, b)))
+        kind = kinds[len(out) % len(kinds)]
+        ops = _draw(kind, rng)
+        key = repr(ops)
+        if key in seen or split_of(key) != split:
+            continue
+        seen.add(key)
+        out.append(_record(len(out), kind, ops, _question(rng, ops)))
     return out
 
 
