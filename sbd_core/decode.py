@@ -13,8 +13,8 @@ NTP mode prefills all but the last prompt token and then feeds one token per for
 solver samples), so its NFE equals the number of generated tokens.
 Verified SBD (a solver with ``verify``: :mod:`sbd_core.verify`, whose loop runs on this decoder's forward, prefill
 and stop rule) checks every finished block against NTP mode in the forward that re-feeds it, so it writes NTP mode's
-tokens; its rows advance on their own. The fast engine has no verify path yet: this decoder decodes a verified solver
-whatever ``config.engine`` says.
+tokens; its rows advance on their own. It is the oracle of the engine's verify path (:mod:`sbd_core.engine.verified`),
+which runs the same loop; ``verify: sample`` decodes here whatever ``config.engine`` says.
 
 Tokens never written (both modes, every solver; :func:`never_generated_ids`): the SBD mask token and a padding token of
 its own. Their logits are set to -inf before the solver sees them (:func:`sbd_core.solvers.exclude_tokens`), so the
@@ -32,49 +32,23 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import torch
 from tqdm.auto import tqdm
 from transformers import DynamicCache
 
 from .engine import FastDecoder
-from .generation import (DecodeConfig, Generation, cut_at_stop, encode_prompt, never_generated_ids, resolve_eos,
-                         stop_point)
+from .generation import (Batch, DecodeConfig, Generation, cut_at_stop, encode_prompt, never_generated_ids,
+                         resolve_eos)
 from .mask_token import mask_token_id
 from .masking import backend_mask
 from .solvers import exclude_tokens, get_solver
-from .verify import VerifyLoop
+from .verify import ReferenceVerify
 
 log = logging.getLogger("sbd_core")
 
 __all__ = ["BlockDecoder", "DecodeConfig", "Generation", "cut_at_stop", "generate", "never_generated_ids"]
-
-
-@dataclass
-class _Batch:
-    """Decoding state of one batch; tensors are indexed by slot (rows still decoding), lists by original row."""
-
-    rows: list[int]  # slot -> original row
-    prompt_len: torch.Tensor  # [slots]
-    prompt_valid: torch.Tensor  # [slots, P] False on left padding
-    tokens: list[list[int]]  # revealed prefix of each row's generation
-    nfe: list[int]
-    widths: list[list[int]]  # per counted forward, the tokens the row fed
-    done: list[bool]
-    keep: list[int]
-    reason: list[str]
-    finish_time: list[float]
-    accepted: list[list[int]]  # verify: per verified draft, the tokens NTP mode kept
-    drafted: list[list[int]]  # verify: per verified draft, its tokens
-    gen_len: int = 0  # tokens of the generation committed so far (same for all slots)
-    start: float = field(default_factory=time.perf_counter)
-
-    @classmethod
-    def new(cls, prompt_len: torch.Tensor, prompt_valid: torch.Tensor) -> "_Batch":
-        n = len(prompt_len)
-        return cls(list(range(n)), prompt_len, prompt_valid, [[] for _ in range(n)], [0] * n, [[] for _ in range(n)],
-                   [False] * n, [0] * n, [""] * n, [0.0] * n, [[] for _ in range(n)], [[] for _ in range(n)])
 
 
 class BlockDecoder:
@@ -85,14 +59,13 @@ class BlockDecoder:
         self.config = config or DecodeConfig()
         self.solver = solver or get_solver("topk", n=1)
         self.verify = self.config.mode == "sbd" and getattr(self.solver, "verify", "none") != "none"
-        if self.verify and self.config.engine == "fast":  # the engine has no verify path yet
-            log.info("verify: decoding with the reference decoder (decode.engine: fast has no verify path yet)")
+        if getattr(self.solver, "verify", None) == "sample" and self.config.engine == "fast":
+            log.info("verify: sample: decoding with the reference decoder (the engine verifies greedy drafts only)")
             self.config = replace(self.config, engine="reference")
         self.eos = resolve_eos(self.config, tokenizer)
         self.mask_id = mask_token_id(model) if self.config.mode == "sbd" else None
         self.excluded_ids = never_generated_ids(model, tokenizer, self.eos)
         self.context = getattr(model.config, "max_position_embeddings", None)
-        self._stop_window = max((len(s) for s in self.config.stop_strings), default=0)
         self.cache = None
         self.cache_valid = None  # verify: [rows, cache columns] the columns each row left in the cache attends to
         self.engine: FastDecoder | None = None  # engine "fast": set up by the first generate call, then reused
@@ -128,7 +101,7 @@ class BlockDecoder:
         if self.config.mode == "ntp":
             self._decode_ntp(st, padded, max_new)
         elif self.verify:
-            loop = VerifyLoop(self, st, max_new)
+            loop = ReferenceVerify(self, st, max_new)
             loop.run(self._prefill(st, padded))
             self.cache_valid = loop.key_valid
         else:
@@ -150,9 +123,9 @@ class BlockDecoder:
             padded[r, width - len(p) :] = torch.tensor(p, device=device)
             valid[r, width - len(p) :] = True
         self.cache = DynamicCache(config=self.model.config)
-        return _Batch.new(torch.tensor([len(p) for p in prompt_ids], device=device), valid), padded
+        return Batch.new(torch.tensor([len(p) for p in prompt_ids], device=device), valid), padded
 
-    def _max_new(self, st: _Batch) -> int:
+    def _max_new(self, st: Batch) -> int:
         room = self.config.max_new_tokens
         if self.context is not None:
             room = min(room, self.context - int(st.prompt_len.max()))
@@ -173,14 +146,14 @@ class BlockDecoder:
         return out.logits
 
     @staticmethod
-    def _keys_valid(st: _Batch, kv_len: int) -> torch.Tensor:
+    def _keys_valid(st: Batch, kv_len: int) -> torch.Tensor:
         """[slots, kv_len] bool: False on the prompts' left padding, True elsewhere."""
         valid = torch.ones(len(st.rows), kv_len, dtype=torch.bool, device=st.prompt_valid.device)
         width = min(kv_len, st.prompt_valid.shape[1])
         valid[:, :width] = st.prompt_valid[:, :width]
         return valid
 
-    def _prefill(self, st: _Batch, padded: torch.Tensor) -> torch.Tensor | None:
+    def _prefill(self, st: Batch, padded: torch.Tensor) -> torch.Tensor | None:
         """Causal forward over the (left-padded) prompt columns; pad queries attend to themselves only. Returns the
         logits of the last column [slots, 1, V] (NTP's prediction of the first generated token)."""
         width = padded.shape[1]
@@ -194,7 +167,7 @@ class BlockDecoder:
         allowed = causal | torch.eye(width, dtype=torch.bool, device=padded.device)[None]
         return self._forward(padded, positions, allowed, keep_logits=1)
 
-    def _block_forward(self, st: _Batch, block, prev):
+    def _block_forward(self, st: Batch, block, prev):
         """Feed ``[prev (causal) | block (bidirectional)]``; crop the block off the cache; return the block's logits."""
         fed = block if prev is None else torch.cat([prev, block], dim=1)
         n_prev, q = fed.shape[1] - block.shape[1], fed.shape[1]
@@ -210,7 +183,7 @@ class BlockDecoder:
         return logits
 
     # ----------------------------------------------------------------------------------------------- loops
-    def _decode_sbd(self, st: _Batch, max_new: int) -> None:
+    def _decode_sbd(self, st: Batch, max_new: int) -> None:
         prev = None
         while st.rows and st.gen_len < max_new:
             length = min(self.config.block_size, max_new - st.gen_len)
@@ -230,7 +203,7 @@ class BlockDecoder:
             st.gen_len += length
             prev = self._drop_finished(st, block)
 
-    def _decode_ntp(self, st: _Batch, padded: torch.Tensor, max_new: int) -> None:
+    def _decode_ntp(self, st: Batch, padded: torch.Tensor, max_new: int) -> None:
         self._prefill(st, padded[:, :-1])
         token = padded[:, -1:]
         while st.rows and st.gen_len < max_new:
@@ -250,7 +223,7 @@ class BlockDecoder:
         return self.solver(exclude_tokens(logits, self.excluded_ids), masked)
 
     # ----------------------------------------------------------------------------------------------- bookkeeping
-    def _after_forward(self, st: _Batch, block, masked, active, max_new: int, width: int) -> None:
+    def _after_forward(self, st: Batch, block, masked, active, max_new: int, width: int) -> None:
         """Count the forward (its ``width`` tokens per row) for active rows, extend revealed prefixes, apply the stop
         rule."""
         first_masked = torch.where(masked.any(1), masked.int().argmax(1), masked.shape[1]).tolist()
@@ -265,19 +238,11 @@ class BlockDecoder:
                 masked[slot] = False
                 st.finish_time[row] = time.perf_counter() - st.start
 
-    def _check_stop(self, st: _Batch, row: int, new: list[int], max_new: int) -> bool:
+    def _check_stop(self, st: Batch, row: int, new: list[int], max_new: int) -> bool:
         """Extend the row's revealed prefix by ``new``; stop at the first stop string, EOS or the length cap."""
-        tokens = st.tokens[row]
-        start = len(tokens)
-        tokens.extend(new)
-        stop = stop_point(self.tokenizer, tokens, start, self.eos, self.config.stop_strings, self._stop_window, max_new)
-        if stop is None:
-            return False
-        st.done[row] = True
-        st.keep[row], st.reason[row] = stop
-        return True
+        return st.commit(row, new, self.tokenizer, self.eos, self.config.stop_strings, max_new)
 
-    def _drop_finished(self, st: _Batch, last: torch.Tensor) -> torch.Tensor:
+    def _drop_finished(self, st: Batch, last: torch.Tensor) -> torch.Tensor:
         """Remove finished rows from the batch and the cache (at most once per block)."""
         keep = [slot for slot, row in enumerate(st.rows) if not st.done[row]]
         if len(keep) == len(st.rows):
@@ -289,7 +254,7 @@ class BlockDecoder:
         st.prompt_len, st.prompt_valid = st.prompt_len[index], st.prompt_valid[index]
         return last[index]
 
-    def _finish(self, st: _Batch, row: int) -> Generation:
+    def _finish(self, st: Batch, row: int) -> Generation:
         if not st.done[row]:  # ran out of room (context) before max_new_tokens
             st.keep[row], st.reason[row] = len(st.tokens[row]), "length"
             st.finish_time[row] = time.perf_counter() - st.start

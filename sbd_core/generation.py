@@ -4,7 +4,10 @@ the fast engine; ``DecodeConfig.engine`` chooses)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
+
+import torch
 
 from .mask_token import mask_token_id
 
@@ -63,6 +66,50 @@ class Generation:
     @property
     def tokens_per_forward(self) -> float:
         return self.num_tokens / self.nfe if self.nfe else 0.0
+
+
+@dataclass
+class Batch:
+    """Decoding state of one batch; tensors are indexed by slot (rows still decoding), lists by original row."""
+
+    rows: list[int]  # slot -> original row
+    prompt_len: torch.Tensor  # [slots]
+    prompt_valid: torch.Tensor  # [slots, P] False on left padding
+    tokens: list[list[int]]  # revealed prefix of each row's generation
+    nfe: list[int]
+    widths: list[list[int]]  # per counted forward, the tokens the row fed
+    done: list[bool]
+    keep: list[int]
+    reason: list[str]
+    finish_time: list[float]
+    accepted: list[list[int]]  # verify: per verified draft, the tokens NTP mode kept
+    drafted: list[list[int]]  # verify: per verified draft, its tokens
+    gen_len: int = 0  # tokens of the generation committed so far (same for all slots)
+    start: float = field(default_factory=time.perf_counter)
+
+    @classmethod
+    def new(cls, prompt_len: torch.Tensor, prompt_valid: torch.Tensor) -> "Batch":
+        n = len(prompt_len)
+        return cls(list(range(n)), prompt_len, prompt_valid, [[] for _ in range(n)], [0] * n, [[] for _ in range(n)],
+                   [False] * n, [0] * n, [""] * n, [0.0] * n, [[] for _ in range(n)], [[] for _ in range(n)])
+
+    def commit(self, row: int, new: list[int], tokenizer, eos, stop_strings, max_new: int) -> bool:
+        """Extend the row's revealed prefix by ``new``; stop at the first stop string, EOS or the length cap."""
+        tokens = self.tokens[row]
+        start = len(tokens)
+        tokens.extend(new)
+        stop = stop_point(tokenizer, tokens, start, eos, stop_strings, stop_window(stop_strings), max_new)
+        if stop is None:
+            return False
+        self.done[row] = True
+        self.keep[row], self.reason[row] = stop
+        return True
+
+
+def stop_window(stop_strings) -> int:
+    """How many trailing characters a stop-string check reads: the longest stop string."""
+    return max((len(s) for s in stop_strings), default=0)
+
 
 
 def resolve_eos(config: DecodeConfig, tokenizer) -> frozenset[int]:

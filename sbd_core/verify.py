@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .generation import stop_point
+from .generation import stop_point, stop_window
 from .solvers import exclude_tokens
 
 VERIFY_SEED_OFFSET = 2**32  # the verifier's random stream: the solver's seed + this, apart from the draft's stream
@@ -130,23 +130,35 @@ class _Row:
 
 
 class VerifyLoop:
-    """The verified decoding loop of :class:`sbd_core.decode.BlockDecoder` (the reference decoder) over one batch.
+    """The verified decoding loop, one forward at a time, over the rows of a batch record ``st``
+    (:class:`sbd_core.generation.Batch`; ``st.rows``: the original row of each of ``self.rows``), for both decoders.
 
-    Rows advance on their own (accepted lengths differ). Each forward feeds every row ``[pad | fed tokens (causal) |
-    block (bidirectional) | pad]`` at its own positions; the fed columns stay in the cache, the block is cropped off;
-    ``key_valid`` [rows, cache columns] marks the columns a row may attend to (not padding, not a rejected token)."""
+    Rows advance on their own (accepted lengths differ). What a decoder supplies: :meth:`_forward` (every row's fed
+    tokens and block in one forward, its logits laid out as ``[pad | fed | block | pad]`` per row),
+    :meth:`_drop_rejected` (the cache after a rejection), :meth:`room` (a row's most new tokens) and the loop that
+    admits and drops rows (:class:`ReferenceVerify`; the engine's: :mod:`sbd_core.engine.verified`)."""
 
-    def __init__(self, decoder, st, max_new: int):
-        self.dec, self.st, self.max_new = decoder, st, max_new
+    def __init__(self, decoder, st):
+        self.dec, self.st, self.rows = decoder, st, []
         self.verifier = Verifier(decoder.solver, decoder.model.device)
-        self.key_valid = st.prompt_valid.clone()
+        self.window = stop_window(decoder.config.stop_strings)
 
-    def run(self, prefill_logits: torch.Tensor) -> None:
-        first = exclude_tokens(prefill_logits[:, -1].float(), self.dec.excluded_ids)
-        self.rows = [_Row(next_logits=first[s]) for s in range(len(self.st.rows))]
-        while self.st.rows:
-            self._step()
-            self._drop_finished()
+    def _forward(self, fed: list[list[int]], width: int) -> torch.Tensor:
+        """[rows, width + longest block, V] logits (excluded ids at -inf): row ``s``'s fed tokens end at column
+        ``width``, its block starts there; the fed tokens' keys/values stay in the cache, the blocks' do not."""
+        raise NotImplementedError
+
+    def _drop_rejected(self, s: int, fed: int, kept: int) -> None:
+        """Row ``s`` fed ``fed`` tokens in this forward and keeps the first ``kept``: the rest are never read again."""
+        raise NotImplementedError
+
+    def room(self, r: int) -> int:
+        """The most tokens original row ``r`` generates."""
+        raise NotImplementedError
+
+    def new_row(self, next_logits: torch.Tensor) -> "_Row":
+        """A row's verify state after its prefill (``next_logits`` [V]: its last causal logits)."""
+        return _Row(next_logits=exclude_tokens(next_logits.float(), self.dec.excluded_ids))
 
     # ------------------------------------------------------------------------------------------- one forward
     def _step(self) -> None:
@@ -160,7 +172,7 @@ class VerifyLoop:
         for s, row in enumerate(self.rows):
             n = len(fed[s])
             preds = torch.cat([row.next_logits[None], logits[s, width - n : width]])  # preds[i] predicts fed[s][i]
-            self._verify(s, row, preds, first_column=self.key_valid.shape[1] - n, width=widths[s])
+            self._verify(s, row, preds, width=widths[s])
         masked = torch.zeros(block_logits.shape[:2], dtype=torch.bool, device=block_logits.device)
         for s, row in enumerate(self.rows):
             if row.block is not None:
@@ -178,12 +190,92 @@ class VerifyLoop:
             return
         r = self.st.rows[s]
         tokens = len(self.st.tokens[r]) + len(row.draft)
-        room = self.max_new - tokens
+        room = self.room(r) - tokens
         if room <= 0:
             return
         b = block_length(self.dec.config.block_size, self.st.nfe[r], tokens, room)
         row.block, row.masked = [self.dec.mask_id] * b, [True] * b
         row.drawn_at, row.probs, row.forwards, row.checked = [math.inf] * b, [None] * b, 0, 0
+
+    # ------------------------------------------------------------------------------------------- per row
+    def _verify(self, s: int, row: _Row, preds: torch.Tensor, width: int) -> None:
+        """Check the row's draft, commit what NTP mode keeps (and its correction), count the forward (``width``: the
+        tokens the row fed in it), apply the stop rule; set the new block's first position, or drop the block when the
+        draft was rejected."""
+        st, r = self.st, self.st.rows[s]
+        unfed, size = len(st.tokens[r]) - row.fed, len(row.draft)
+        kept, correction = 0, None
+        if size:  # the draft's first token is NTP's own choice: check the rest
+            kept, correction = self.verifier.check(row.draft[1:], row.props[1:], preds[unfed + 1 : unfed + size])
+            if size > 1:
+                st.accepted[r].append(kept)
+                st.drafted[r].append(size - 1)
+            kept += 1
+        self._drop_rejected(s, unfed + size, unfed + kept)
+        new = row.draft[:kept] + ([] if correction is None else [correction])
+        row.fed += unfed + kept
+        row.next_logits = preds[unfed + kept]  # predicts the correction, or the token after the draft
+        row.draft, row.props, row.final = [], [], False
+        st.nfe[r] += 1
+        st.widths[r].append(width)
+        if self._commit(r, new):
+            st.finish_time[r] = time.perf_counter() - st.start
+            row.block = None
+        elif correction is not None:
+            row.block = None  # drafted on dropped tokens
+        elif row.block is not None:
+            row.forwards += 1
+            if row.forwards == 1:  # the block's first position: NTP's own choice, for free
+                row.block[0], row.probs[0] = self.verifier.choose(row.next_logits)
+                row.masked[0], row.drawn_at[0] = False, 1
+
+    def _reveal(self, s: int, row: _Row, reveal, tokens, logits) -> None:
+        """Write the solver's reveals into the block; a block that is complete or whose revealed prefix meets a stop
+        becomes the draft the next forward verifies."""
+        for i in torch.nonzero(reveal).flatten().tolist():
+            row.block[i], row.masked[i], row.drawn_at[i] = int(tokens[i]), False, row.forwards
+            if self.verifier.sampling:
+                row.probs[i] = self.dec.solver.token_probs(logits[i])
+        prefix = row.block[: (row.masked + [True]).index(True)]
+        committed = self.st.tokens[self.st.rows[s]]
+        dec = self.dec
+        stop = stop_point(dec.tokenizer, committed + prefix, len(committed) + row.checked, dec.eos,
+                          dec.config.stop_strings, self.window, self.room(self.st.rows[s]))
+        row.checked = len(prefix)
+        if stop is None and any(row.masked):
+            return
+        end = len(prefix) if stop is None else stop[0] - len(committed)
+        row.draft, row.props = row.block[:end], proposals(row.drawn_at, row.probs)[:end]
+        row.final, row.block = stop is not None, None
+        if row.final and end == 1:  # the stop is the block's first token, NTP's own: nothing to verify
+            self._commit(self.st.rows[s], row.draft)
+            self.st.finish_time[self.st.rows[s]] = time.perf_counter() - self.st.start
+
+    def _commit(self, r: int, new: list[int]) -> bool:
+        """Extend original row ``r``'s committed tokens by ``new``; True if it stops (and its stop is recorded)."""
+        dec = self.dec
+        return self.st.commit(r, new, dec.tokenizer, dec.eos, dec.config.stop_strings, self.room(r))
+
+
+class ReferenceVerify(VerifyLoop):
+    """The verified loop of :class:`sbd_core.decode.BlockDecoder` (the reference decoder) over one batch. Each forward
+    feeds every row ``[pad | fed tokens (causal) | block (bidirectional) | pad]`` at its own positions; the fed columns
+    stay in the Hugging Face cache, the block is cropped off; ``key_valid`` [rows, cache columns] marks the columns a
+    row may attend to (not padding, not a rejected token)."""
+
+    def __init__(self, decoder, st, max_new: int):
+        super().__init__(decoder, st)
+        self.max_new = max_new
+        self.key_valid = st.prompt_valid.clone()
+
+    def run(self, prefill_logits: torch.Tensor) -> None:
+        self.rows = [self.new_row(prefill_logits[s, -1]) for s in range(len(self.st.rows))]
+        while self.st.rows:
+            self._step()
+            self._drop_finished()
+
+    def room(self, r: int) -> int:
+        return self.max_new
 
     def _forward(self, fed: list[list[int]], width: int) -> torch.Tensor:
         """One forward of every row's fed tokens (left-padded to ``width``) and block; returns the logits of all
@@ -211,59 +303,8 @@ class VerifyLoop:
         self.key_valid = torch.cat([self.key_valid, valid[:, :width]], dim=1)
         return exclude_tokens(logits.float(), self.dec.excluded_ids)
 
-    # ------------------------------------------------------------------------------------------- per row
-    def _verify(self, s: int, row: _Row, preds: torch.Tensor, first_column: int, width: int) -> None:
-        """Check the row's draft, commit what NTP mode keeps (and its correction), count the forward (``width``: the
-        tokens the row fed in it), apply the stop rule; set the new block's first position, or drop the block when the
-        draft was rejected."""
-        st, r = self.st, self.st.rows[s]
-        unfed, size = len(st.tokens[r]) - row.fed, len(row.draft)
-        kept, correction = 0, None
-        if size:  # the draft's first token is NTP's own choice: check the rest
-            kept, correction = self.verifier.check(row.draft[1:], row.props[1:], preds[unfed + 1 : unfed + size])
-            if size > 1:
-                st.accepted[r].append(kept)
-                st.drafted[r].append(size - 1)
-            kept += 1
-        self.key_valid[s, first_column + unfed + kept :] = False  # rejected draft tokens: never read again
-        new = row.draft[:kept] + ([] if correction is None else [correction])
-        row.fed += unfed + kept
-        row.next_logits = preds[unfed + kept]  # predicts the correction, or the token after the draft
-        row.draft, row.props, row.final = [], [], False
-        st.nfe[r] += 1
-        st.widths[r].append(width)
-        if self.dec._check_stop(st, r, new, self.max_new):
-            st.finish_time[r] = time.perf_counter() - st.start
-            row.block = None
-        elif correction is not None:
-            row.block = None  # drafted on dropped tokens
-        elif row.block is not None:
-            row.forwards += 1
-            if row.forwards == 1:  # the block's first position: NTP's own choice, for free
-                row.block[0], row.probs[0] = self.verifier.choose(row.next_logits)
-                row.masked[0], row.drawn_at[0] = False, 1
-
-    def _reveal(self, s: int, row: _Row, reveal, tokens, logits) -> None:
-        """Write the solver's reveals into the block; a block that is complete or whose revealed prefix meets a stop
-        becomes the draft the next forward verifies."""
-        for i in torch.nonzero(reveal).flatten().tolist():
-            row.block[i], row.masked[i], row.drawn_at[i] = int(tokens[i]), False, row.forwards
-            if self.verifier.sampling:
-                row.probs[i] = self.dec.solver.token_probs(logits[i])
-        prefix = row.block[: (row.masked + [True]).index(True)]
-        committed = self.st.tokens[self.st.rows[s]]
-        dec = self.dec
-        stop = stop_point(dec.tokenizer, committed + prefix, len(committed) + row.checked, dec.eos,
-                          dec.config.stop_strings, dec._stop_window, self.max_new)
-        row.checked = len(prefix)
-        if stop is None and any(row.masked):
-            return
-        end = len(prefix) if stop is None else stop[0] - len(committed)
-        row.draft, row.props = row.block[:end], proposals(row.drawn_at, row.probs)[:end]
-        row.final, row.block = stop is not None, None
-        if row.final and end == 1:  # the stop is the block's first token, NTP's own: nothing to verify
-            self.dec._check_stop(self.st, self.st.rows[s], row.draft, self.max_new)
-            self.st.finish_time[self.st.rows[s]] = time.perf_counter() - self.st.start
+    def _drop_rejected(self, s: int, fed: int, kept: int) -> None:
+        self.key_valid[s, self.key_valid.shape[1] - fed + kept :] = False
 
     def _drop_finished(self) -> None:
         """Remove stopped rows from the batch, the cache and ``key_valid``."""

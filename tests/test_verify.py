@@ -81,7 +81,8 @@ def test_stop_strings_end_verified_rows_where_ntp_mode_ends_them(tokenizer):
     stop = next(t[5:7] for t in texts if len(t) > 8 and t[5:7].strip())  # a stop string from inside a row's text
     reference = ntp_reference(model, tokenizer, ids, max_new_tokens=16, eos_token_ids=(), stop_strings=(stop,))
     assert "stop_string" in {g.stop_reason for g in reference}
-    config = DecodeConfig(block_size=4, max_new_tokens=16, eos_token_ids=(), stop_strings=(stop,), batch_size=3)
+    config = DecodeConfig(block_size=4, max_new_tokens=16, eos_token_ids=(), stop_strings=(stop,), batch_size=3,
+                          engine="reference")
     gens = BlockDecoder(model, tokenizer, config, get_solver("eb", gamma=0.5, verify="greedy")).generate(ids)
     assert [(g.token_ids, g.stop_reason, g.text) for g in gens] == [(g.token_ids, g.stop_reason, g.text)
                                                                       for g in reference]
@@ -89,10 +90,9 @@ def test_stop_strings_end_verified_rows_where_ntp_mode_ends_them(tokenizer):
 
 def test_cache_holds_exact_causal_keys_after_rejections(sbd_model, tokenizer):
     ids = tokenizer("check the cache")["input_ids"]
-    config = DecodeConfig(block_size=4, max_new_tokens=16, eos_token_ids=(), batch_size=1)
+    config = DecodeConfig(block_size=4, max_new_tokens=16, eos_token_ids=(), batch_size=1, engine="reference")
     decoder = BlockDecoder(sbd_model, tokenizer, config, get_solver("eb", gamma=1.0, verify="greedy"))
     gen = decoder.decode_batch([ids])[0]
-    assert decoder.config.engine == "reference"  # the engine has no verify path yet: the reference decodes
     assert sum(a < d for a, d in zip(gen.accepted, gen.drafted)) >= 2  # a random model: drafts were rejected
     valid = decoder.cache_valid[0]
     fed = int(valid.sum()) - len(ids)
@@ -163,7 +163,7 @@ def test_right_drafts_cost_the_plain_solvers_forwards_plus_the_final_check(token
 def test_a_stop_on_a_blocks_first_token_needs_no_check(tokenizer):
     model = scripted(tokenizer, eos_at=7)  # prompt of 3: EOS at generation index 4, a block's first token
     solver = get_solver("eb", gamma=math.inf, verify="greedy")
-    config = DecodeConfig(block_size=4, max_new_tokens=40)
+    config = DecodeConfig(block_size=4, max_new_tokens=40, engine="reference")
     gen = BlockDecoder(model, tokenizer, config, solver).decode_batch([[5] * 3])[0]
     assert (gen.num_tokens, gen.stop_reason, gen.nfe, gen.accepted) == (5, "eos", 2, [3])
 
@@ -294,7 +294,7 @@ def test_decode_and_score_stages_record_what_the_report_checks(tokenizer, tmp_pa
     spec = sampler_spec("eb", gamma=0.3, verify="greedy")
     pipeline.run_decode(model_dir, "math", settings, test_file, spec, {"block_size": 4, "batch_size": 2}, out)
     record = json.loads(out.with_name("math.jsonl.provenance.json").read_text())["settings"]
-    assert record["engine"] == "reference" and record["sampler_spec"]["tag"] == "eb-entropy-g0.3-verify"
+    assert record["engine"] == "fast" and record["sampler_spec"]["tag"] == "eb-entropy-g0.3-verify"
     records = read_jsonl(out)
     assert all(len(r["accepted"]) == len(r["drafted"]) and r["nfe"] <= r["num_tokens"] + 3 for r in records)
     score = pipeline.run_score("math", out, tmp_path / "score.json", data=test_file)

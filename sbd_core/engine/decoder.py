@@ -16,8 +16,10 @@ up again, once). Per forward the host builds nothing (the ragged batch comes fro
 reads one small status tensor; only when a row stopped or may have completed a stop string does it read that row's
 tokens. The prompts of the slots freed in one step are prefilled together, in one forward.
 
-Compiled (``decode.compile``; null: on CUDA for greedy solvers): ``torch.compile(fullgraph=True)`` of the step and of
-the prefill, each traced once with the token count as a dynamic size (:func:`bucket` pads it); no dynamo setting is
+A solver with ``verify: greedy`` decodes eagerly through :mod:`.verified` (the host runs the check between forwards).
+
+Compiled (``decode.compile``; null: on CUDA for greedy solvers without ``verify``): ``torch.compile(fullgraph=True)``
+of the step and of the prefill, each traced once with the token count as a dynamic size (:func:`bucket` pads it); no dynamo setting is
 changed. On CUDA the step runs as CUDA graphs (``reduce-overhead``: one graph per token bucket, at most
 ``len(buckets(rows * 2k, rows))``) with FlexAttention; the prefill without CUDA graphs. On the CPU both use the dense
 attention plan (:mod:`.attention` says why).
@@ -39,6 +41,7 @@ from ..solvers import excluded_index, get_solver
 from .attention import Ragged
 from .forward import CachedForward
 from .slots import RowStatus, Shape, Slots, token_table
+from .verified import EngineVerify
 
 ROUND_POSITIONS = 256  # a cache set up from the prompts covers their need rounded up to this many positions
 
@@ -87,7 +90,11 @@ class FastDecoder:
         self.excluded_ids = never_generated_ids(model, tokenizer, self.eos)
         self.context = getattr(model.config, "max_position_embeddings", None)
         self.mask_id = mask_token_id(model) if self.mode == "sbd" else None
-        self.compile = _compile_setting(self.config.compile, model.device, self.solver)
+        self.verify = self.mode == "sbd" and getattr(self.solver, "verify", "none") != "none"
+        if self.verify and self.solver.verify == "sample":
+            raise ValueError("verify: sample does not run on decode.engine 'fast' (its speculative-sampling rule is "
+                             "tested on the reference decoder); use decode.engine: reference (BlockDecoder does)")
+        self.compile = _compile_setting(self.config.compile, model.device, self.solver, self.verify)
         cuda = model.device.type == "cuda"
         self.attention = attention or ("flex" if self.compile and cuda else "dense")
         self.backend = backend
@@ -105,7 +112,7 @@ class FastDecoder:
         rooms = [self._room(len(p)) for p in ids]
         self._setup(max(len(p) + r for p, r in zip(ids, rooms)))
         run = _Run(self, ids, rooms, progress)
-        results = run.loop()
+        results = EngineVerify(self, run).loop() if self.verify else run.loop()
         self.stats = run.stats
         return results
 
@@ -146,10 +153,14 @@ class FastDecoder:
         self.stepper = Stepper(self.state, self.forward, self.compile, self.attention, self.backend)
 
 
-def _compile_setting(setting, device, solver) -> bool:
-    """Whether to compile: ``decode.compile``, or on CUDA for greedy solvers; refused for a sampling solver (its
-    generator and ``multinomial`` cannot be traced into one graph)."""
-    sampling = getattr(getattr(solver, "rule", None), "temperature", 0) > 0
+def _compile_setting(setting, device, solver, verify: bool) -> bool:
+    """Whether to compile: ``decode.compile``, or on CUDA for greedy solvers without ``verify``; refused for a
+    sampling solver (its generator and ``multinomial`` cannot be traced into one graph) and for ``verify`` (the host
+    runs its rule between forwards: :mod:`.verified`)."""
+    if setting and verify:
+        raise ValueError("decode.compile: true cannot run a solver with verify (the engine verifies eagerly, the host "
+                         "checking each draft); set decode.compile: false (or null: eager with verify)")
+    sampling = getattr(getattr(solver, "rule", None), "temperature", 0) > 0 or verify
     if setting and sampling:
         raise ValueError("decode.compile: true cannot sample (the solver's temperature > 0) inside the compiled step; "
                          "set decode.compile: false (or null: eager when sampling)")
@@ -208,12 +219,12 @@ class Stepper:
         dense = (self.carrier(shape.width), self.carrier(shape.span)) if self.dense else ()
         return self.step(self.forward, *_dynamic(self.carrier(self.tokens(shape.tokens)), *dense)).tolist()
 
-    def prefill(self, batch: Ragged, key_rows: torch.Tensor, width: int) -> None:
+    def prefill(self, batch: Ragged, key_rows: torch.Tensor, width: int) -> torch.Tensor:
         """One causal forward of the prompts in ``batch`` (padded to :meth:`tokens`; ``width``: its longest) into the
-        cache rows ``key_rows`` (the last: the scratch row)."""
+        cache rows ``key_rows`` (the last: the scratch row); returns its hidden states [tokens, hidden]."""
         dense = (self.carrier(width), self.carrier(width)) if self.dense else ()
         _dynamic(*vars(batch).values(), key_rows, *dense)
-        self.prefill_step(batch, key_rows, *dense)
+        return self.prefill_step(batch, key_rows, *dense)
 
 
 def _dynamic(*carriers):
@@ -285,8 +296,9 @@ class _Run:
         for slot, row in take:
             self.row_of[slot], self.started[row], self.prefill[row] = row, now, prefill
 
-    def _prefill(self, slots: list[int], fed: list[list[int]]) -> None:
-        """One causal forward over the prompts ``fed`` into cache rows ``slots`` (the rows start empty)."""
+    def _prefill(self, slots: list[int], fed: list[list[int]]) -> torch.Tensor:
+        """One causal forward over the prompts ``fed`` into cache rows ``slots`` (the rows start empty); returns its
+        hidden states, the prompts' tokens in order first."""
         engine, stats = self.engine, self.stats
         count = sum(map(len, fed))
         padding = engine.stepper.tokens(count) - count
@@ -299,10 +311,11 @@ class _Run:
         positions = as_tensor(positions)
         batch = Ragged(ids=as_tensor([t for f in fed for t in f] + [0] * padding), slots=as_tensor(cache_rows),
                        positions=positions, limits=positions, rows=as_tensor(rows), columns=positions)
-        engine.stepper.prefill(batch, as_tensor(slots + [self.n]), width)
+        hidden = engine.stepper.prefill(batch, as_tensor(slots + [self.n]), width)
         running = sum(r is not None for r in self.row_of)
         stats.prefills, stats.prefill_tokens, stats.waiting_rows = (stats.prefills + 1, stats.prefill_tokens + count,
                                                                     stats.waiting_rows + running)
+        return hidden
 
     def _collect(self, packed: list[int], size: int) -> list[int]:
         """Finish the rows that stopped in this forward (:func:`sbd_core.generation.stop_point` says where and why);
@@ -332,13 +345,14 @@ class _Run:
             self.state.release(released)
         return freed
 
-    def _finish(self, slot: int, tokens: list[int], nfe: int, reason: str, widths: list[int]) -> None:
+    def _finish(self, slot: int, tokens: list[int], nfe: int, reason: str, widths: list[int], **verified) -> None:
+        """Record the row in ``slot`` (``verified``: its ``accepted`` and ``drafted`` counts) and free the slot."""
         row = self.row_of[slot]
         self.row_of[slot] = None
         body = tokens[:-1] if reason == "eos" else tokens
         text = cut_at_stop(self.engine.tokenizer.decode(body), self.stop_strings)
         self.results[row] = Generation(text, tokens, nfe, reason, time.perf_counter() - self.started[row],
-                                       self.prefill[row], widths=widths)
+                                       self.prefill[row], widths=widths, **verified)
         self.nfe_total, self.tok_total = self.nfe_total + nfe, self.tok_total + len(tokens)
         self.bar.update(1)
         self.bar.set_postfix(nfe=self.nfe_total, tok_per_fwd=f"{self.tok_total / max(self.nfe_total, 1):.2f}")

@@ -94,14 +94,15 @@ class CachedForward:
         return hidden
 
     def prefill(self, tokens: Ragged, key_rows: torch.Tensor, width: torch.Tensor | None = None,
-                span: torch.Tensor | None = None) -> None:
+                span: torch.Tensor | None = None) -> torch.Tensor:
         """Write the keys and values of causal ``tokens`` (prompts; a dense plan's rectangle rows are the cache rows
-        ``key_rows``, ``width`` and ``span`` carry its shape; without them FlexAttention)."""
+        ``key_rows``, ``width`` and ``span`` carry its shape; without them FlexAttention); returns their hidden
+        states."""
         if width is None:
             plan = FlexPlan(tokens, self.max_len, self.rows + 1)
         else:
             plan = DensePlan(tokens, key_rows, key_rows.shape[0], width, span)
-        self(tokens, plan)
+        return self(tokens, plan)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """float32 logits of final hidden states ``hidden`` [..., hidden] (the model's norm and output layer)."""

@@ -96,8 +96,8 @@ def lossless_markdown(final: pd.DataFrame) -> str:
                  "it (docs/verify.md). lossless: yes = every problem's tokens equal the arm's NTP decoding (checked "
                  "per problem). Speedups against the NTP arm. acceptance: draft tokens NTP mode kept / draft tokens "
                  "checked (a block's first token is NTP's own and not counted); kept draft tokens: how many drafts "
-                 "kept that many tokens. engine: the decoder that ran (verified runs decode with the reference "
-                 "decoder until the engine has a verify path, so their wall speedups set it against the engine).")
+                 "kept that many tokens. engine: the decoder that ran (greedy verification runs on the engine, "
+                 "eagerly; verify: sample on the reference decoder, whose wall speedups set it against the engine).")
     return "\n".join(lines) + "\n"
 
 
