@@ -63,8 +63,11 @@ def tokenizer():
     return char_tokenizer()
 
 
-@pytest.fixture(params=["llama", "qwen3"])
+@pytest.fixture(params=["llama", pytest.param("qwen3", marks=pytest.mark.slow)])
 def model_kind(request):
+    """The model family of the tests that take any tiny model: Llama in the default tier, Qwen-3 beside it in the slow
+    tier (the default tier runs Qwen-3 through the tests that name both families: the engine and the decoders against
+    their references, verify, bf16, the mask token)."""
     return request.param
 
 
