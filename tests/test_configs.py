@@ -149,6 +149,7 @@ def test_seeds_and_training_budgets_are_wildcards_of_the_dag(tmp_path):
     assert len(scores) == 1 and '"train_seed": 1, "train_steps": 2' in scores[0]
 
 
+@pytest.mark.slow
 def test_the_peers_decode_the_ntp_arm_only(tmp_path):
     """hf_generate and prompt_lookup are planned on the NTP arm (beside its NTP decoding), the block solvers on the
     SBD arm (beside its NTP decoding), never the other way round."""
@@ -167,6 +168,7 @@ def test_the_peers_decode_the_ntp_arm_only(tmp_path):
                      ("sbd", "topk-4")}
 
 
+@pytest.mark.slow
 def test_the_ablation_arm_gets_its_likelihood_jobs(tmp_path):
     values = planned(tmp_path, "--config", "finetune={objectives: [ntp, sbd, sbd_no_ntp_grad]}")
     assert {f"tiny-llama/{arm}/{task}" for arm in ("ntp", "sbd", "sbd_no_ntp_grad")

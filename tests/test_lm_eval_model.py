@@ -266,6 +266,7 @@ def test_simple_evaluate_with_sbd_model_string(ckpt, lm, tmp_path):
     assert res["results"][task]["exact_match,none"] == 0.0  # random weights never write "#### N"
 
 
+@pytest.mark.slow  # about 20 s; the default tier runs the sbd model through lm-eval in-process
 def test_lm_eval_command_line_runs_the_sbd_model(ckpt, tmp_path):
     problems = get_task("math").make_problems("test", 2, 0)
     task = synthetic_math_task(problems, tmp_path / "tasks")

@@ -66,6 +66,7 @@ def fresh_compiler():
     torch._dynamo.reset()
 
 
+@pytest.mark.slow  # a flex kernel compile; the default tier compares the losses in tests/test_flex_attention.py
 def test_flex_and_dense_give_the_same_sbd_loss_on_packed_rows(tokenizer, fresh_compiler):
     pytest.importorskip("torch.nn.attention.flex_attention")
     batch = packed_batch(len(tokenizer))
