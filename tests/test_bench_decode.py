@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow  # about 7 s: every decoder of the benchmark on a tiny model
 def test_bench_decode_reports_every_decoder_with_its_forwards_and_time_split(tmp_path):
     out = tmp_path / "bench.json"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_decode.py"), "--batch", "2", "--prompts", "3",

@@ -334,7 +334,8 @@ def test_timing_stage_measures_each_model_once_and_feeds_the_report(shipped_plan
         assert f"/timing/{model}.json" in report
 
 
-@pytest.mark.parametrize("decode_threads, cores, torch_threads", [(1, 1, 1), (None, 3, 2)])
+@pytest.mark.parametrize("decode_threads, cores, torch_threads",
+                         [(1, 1, 1), pytest.param(None, 3, 2, marks=pytest.mark.slow)])  # (1, 1, 1): the default's
 def test_decode_threads_set_the_cores_of_decodes_and_timed_jobs_claim_the_machine(tmp_path, shipped_plan,
                                                                                  decode_threads, cores, torch_threads):
     """runtime.decode_threads: a decode job claims that many cores and runs that many threads; null: every core of the
