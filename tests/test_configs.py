@@ -20,6 +20,9 @@ from sbd_core.samplers import expand_samplers
 ROOT = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile")]
 SHIPPED = sorted((ROOT / "config").glob("*.yaml"))
+# the default tier plans the default, the seeds stacked on it and the paper config; the slow tier every shipped one
+SHIPPED_CASES = [pytest.param(path, id=path.name, marks=() if path.name in ("config.yaml", "seeds.yaml", "paper.yaml")
+                              else pytest.mark.slow) for path in SHIPPED]
 
 
 def snakemake(workdir: Path, *args, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -109,7 +112,7 @@ def shipped(path: Path) -> tuple[list[str], dict]:
     return ["--configfile", str(default), str(path)], stacked(yaml.safe_load(default.read_text()), config)
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
+@pytest.mark.parametrize("path", SHIPPED_CASES)
 def test_dry_run_plans_only_what_the_config_says(shipped_plan, path):
     assert wildcard_values(shipped_plan(path)) == expected(shipped(path)[1])
 
@@ -316,7 +319,7 @@ def test_downloads_run_on_the_submitting_node(tmp_path):
     assert "download it on a connected machine" in (tmp_path / "results/paper-8b/logs/base/qwen-3-8b.log").read_text()
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
+@pytest.mark.parametrize("path", SHIPPED_CASES)
 def test_timing_stage_measures_each_model_once_and_feeds_the_report(shipped_plan, path):
     """One time(k) job per model (its SBD arm's checkpoint, the decode block size and its batch sizes), on the whole
     machine like a decode job, and the report reads every time(k) file."""

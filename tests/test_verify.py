@@ -46,12 +46,13 @@ def ntp_reference(model, tokenizer, ids, **config):
 
 def exactness_cases():
     """Every solver with Llama and Qwen-3: the default tier takes one family per solver, alternating, the slow tier the
-    other; EB at gamma 1 and infinity (drafts of whole blocks: the most rejections, 30-60 s each) only in the slow
-    tier, EB itself stays in the default tier at gamma 0.3."""
+    other; the default tier keeps EB at gamma 0.3, top-k and left-to-right (the thresholds and factor, and EB at gamma 1
+    and infinity, 30-60 s each, in the slow tier only)."""
     for i, (name, params) in enumerate(SOLVERS):
         for j, kind in enumerate(("llama", "qwen3")):
             whole_blocks = name == "eb" and params["gamma"] >= 1.0
-            marks = () if j == i % 2 and not whole_blocks else (pytest.mark.slow,)
+            default = j == i % 2 and not whole_blocks and name in ("eb", "topk", "left_to_right")
+            marks = () if default else (pytest.mark.slow,)
             yield pytest.param(kind, name, params, marks=marks, id=f"{kind}-{name}-{list(params.values())[0]}")
 
 

@@ -75,6 +75,7 @@ def test_likelihood_stage_scores_every_arm_on_the_same_questions(smoke):
     assert "Table 2 layout" in (run / "report" / "report.md").read_text()
 
 
+@pytest.mark.slow  # the default tier reruns only what a changed setting reaches in the solver's case
 def test_changing_a_likelihood_setting_reruns_only_its_jobs(smoke):
     workdir, config, _ = smoke
     changed = yaml.safe_load(config.read_text())
