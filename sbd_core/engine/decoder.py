@@ -111,7 +111,7 @@ class FastDecoder:
             return []
         rooms = [self._room(len(p)) for p in ids]
         self._setup(max(len(p) + r for p, r in zip(ids, rooms)))
-        run = _Run(self, ids, rooms, progress)
+        run = DecodeRun(self, ids, rooms, progress)
         results = EngineVerify(self, run).loop() if self.verify else run.loop()
         self.stats = run.stats
         return results
@@ -234,7 +234,7 @@ def _dynamic(*carriers):
     return carriers
 
 
-class _Run:
+class DecodeRun:
     """One ``generate`` call: the queue, the slots' rows, the host's view of the results."""
 
     def __init__(self, engine: FastDecoder, ids, rooms, progress):
@@ -284,7 +284,7 @@ class _Run:
         fed = [self.ids[row][:-1] if engine.mode == "ntp" else self.ids[row] for _, row in take]  # NTP: all but one
         now = time.perf_counter()
         if any(fed):
-            self._prefill([slot for slot, _ in take], fed)
+            self.prefill_prompts([slot for slot, _ in take], fed)
         slots = torch.tensor([slot for slot, _ in take], device=device)
         lengths = torch.tensor([len(f) for f in fed], device=device)
         rooms = torch.tensor([self.rooms[row] for _, row in take], device=device)
@@ -296,7 +296,7 @@ class _Run:
         for slot, row in take:
             self.row_of[slot], self.started[row], self.prefill[row] = row, now, prefill
 
-    def _prefill(self, slots: list[int], fed: list[list[int]]) -> torch.Tensor:
+    def prefill_prompts(self, slots: list[int], fed: list[list[int]]) -> torch.Tensor:
         """One causal forward over the prompts ``fed`` into cache rows ``slots`` (the rows start empty); returns its
         hidden states, the prompts' tokens in order first."""
         engine, stats = self.engine, self.stats
@@ -339,13 +339,13 @@ class _Run:
                 continue
             if not status.stopped:
                 released.append(slot)  # a stop string: the device still runs the row
-            self._finish(slot, tokens[:stop[0]], status.nfe, stop[1], read[capacity: capacity + status.nfe])
+            self.finish_row(slot, tokens[:stop[0]], status.nfe, stop[1], read[capacity: capacity + status.nfe])
             freed.append(slot)
         if released:
             self.state.release(released)
         return freed
 
-    def _finish(self, slot: int, tokens: list[int], nfe: int, reason: str, widths: list[int], **verified) -> None:
+    def finish_row(self, slot: int, tokens: list[int], nfe: int, reason: str, widths: list[int], **verified) -> None:
         """Record the row in ``slot`` (``verified``: its ``accepted`` and ``drafted`` counts) and free the slot."""
         row = self.row_of[slot]
         self.row_of[slot] = None

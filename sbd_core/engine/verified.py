@@ -29,7 +29,7 @@ from .attention import DensePlan, Ragged
 
 
 class EngineVerify(VerifyLoop):
-    """One ``generate`` call of the engine with a verifying solver; ``run`` is its :class:`.decoder._Run` (queue,
+    """One ``generate`` call of the engine with a verifying solver; ``run`` is its :class:`.decoder.DecodeRun` (queue,
     slots' rows, results, stats). ``self.rows[s]`` is decoded in cache row ``self.cache_rows[s]``."""
 
     def __init__(self, engine, run):
@@ -60,7 +60,7 @@ class EngineVerify(VerifyLoop):
             return
         now = time.perf_counter()
         fed = [run.ids[row] for _, row in take]
-        hidden = run._prefill([slot for slot, _ in take], fed)
+        hidden = run.prefill_prompts([slot for slot, _ in take], fed)
         last = torch.tensor([len(f) for f in fed], device=hidden.device).cumsum(0) - 1
         logits = self.forward.logits(hidden[last])
         prefill = (time.perf_counter() - now) / len(take)
@@ -79,7 +79,7 @@ class EngineVerify(VerifyLoop):
             if not st.done[r]:
                 continue
             freed.append(self.cache_rows[s])
-            self.run._finish(self.cache_rows[s], st.tokens[r][: st.keep[r]], st.nfe[r], st.reason[r], st.widths[r],
+            self.run.finish_row(self.cache_rows[s], st.tokens[r][: st.keep[r]], st.nfe[r], st.reason[r], st.widths[r],
                              accepted=st.accepted[r], drafted=st.drafted[r])
             for held in (self.rows, st.rows, self.cache_rows, self.prompt_lens):
                 del held[s]
