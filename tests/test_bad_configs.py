@@ -1,15 +1,10 @@
 """A mistake in the config stops the workflow before any job, with one line naming the key (its own file, beside
 tests/test_workflow.py, so that the two run on different workers)."""
 
-from pathlib import Path
-
 import pytest
 import yaml
 
-from snakemake_runs import snakemake
-
-ROOT = Path(__file__).resolve().parent.parent
-
+from snakemake_runs import ROOT, snakemake
 
 SLOW = pytest.mark.slow  # the default tier keeps one case of each kind of check, the slow tier runs every case
 
