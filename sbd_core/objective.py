@@ -28,8 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from .masking import IGNORE_INDEX, SBDBatch, align_length, backend_mask, dense_mask, flex_block_mask
-
-OBJECTIVES = {"ntp": "ntp", "sbd": "sbd", "sbd_no_ntp_grad": "sbd"}  # objective -> batch layout
+from .train_config import OBJECTIVES  # noqa: F401 (re-exported; defined there without torch)
 
 
 @dataclass

@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 
 from .errors import UserError, user_input
-from .solvers import COMMON_PARAMS, SOLVER_NAMES, describe_solvers, get_solver
+from .solver_rules import COMMON_PARAMS, SOLVER_NAMES, describe_solvers, make_rule
 
 NTP = "ntp"
 PEER_MODE = "hf"  # the training-free peers: Hugging Face generate on the NTP arm (sbd_core.peers)
@@ -56,16 +56,16 @@ def sampler_spec(name: str, **params) -> dict:
         if extra:
             raise ValueError(f"the ntp sampler (NTP decoding) uses no block solver; it takes only "
                              f"{list(COMMON_PARAMS)}, got {extra}")
-        solver = get_solver(_NTP_SOLVER, **params)
-        resolved = {key: solver.params[key] for key in COMMON_PARAMS}
-        tag = NTP + solver.rule.sampling_tag  # "ntp", or "ntp-t0.7-s1" when sampling
+        rule = make_rule(_NTP_SOLVER, **params)
+        resolved = {key: rule.params[key] for key in COMMON_PARAMS}
+        tag = NTP + rule.sampling_tag  # "ntp", or "ntp-t0.7-s1" when sampling
         return {"mode": "ntp", "solver": NTP, "params": resolved, "family": NTP, "tag": tag}
     if name in PEERS:
         return _peer_spec(name, params)
     if name not in SOLVER_NAMES:
         raise ValueError(f"unknown sampler {name!r}; valid names: {SAMPLER_NAMES}")
-    solver = get_solver(name, **params)
-    return {"mode": "sbd", "solver": name, "params": solver.params, "family": solver.family, "tag": solver.tag}
+    rule = make_rule(name, **params)
+    return {"mode": "sbd", "solver": name, "params": rule.params, "family": rule.family, "tag": rule.tag}
 
 
 def _peer_spec(name: str, params: dict) -> dict:
@@ -181,10 +181,13 @@ def checked_sampler(spec: dict) -> dict:
 
 
 def build_solver(spec: dict):
-    """The solver callable for a sampler spec (NTP decoding: the next token, greedy or sampled); the peers have none."""
+    """The solver callable for a sampler spec (NTP decoding: the next token, greedy or sampled); the peers have none.
+    (:mod:`sbd_core.solvers` is imported here: it loads torch, and the workflow reads this module without it.)"""
     if spec["mode"] == PEER_MODE:
         raise ValueError(f"sampler {spec['tag']!r} is a training-free peer (Hugging Face generate): it has no block "
                          "solver; build_decoder gives its decoder")
+    from .solvers import get_solver
+
     if spec["mode"] == NTP:
         return get_solver(_NTP_SOLVER, **spec["params"])
     return get_solver(spec["solver"], **spec["params"])
@@ -194,7 +197,7 @@ def build_decoder(model, tokenizer, config, spec: dict):
     """The decoder of a sampler spec: :class:`sbd_core.peers.PeerDecoder` for a peer, else
     :class:`sbd_core.decode.BlockDecoder` with the spec's solver; ``config`` is a DecodeConfig in the spec's
     :func:`decode_mode`. (Imported here, not at the top: the workflow and the report read this module without
-    loading transformers.)"""
+    loading torch or transformers.)"""
     if spec["mode"] == PEER_MODE:
         from .peers import PeerDecoder
 

@@ -29,66 +29,21 @@ Tokens that must never be written (the mask token, padding): a caller passes log
 the distribution renormalised over the remaining ids, and neither argmax nor sampling can pick them.
 The decoder does this in one place for every solver and both decoding modes.
 
-The registry: each solver is one small frozen dataclass below (a :class:`Rule`) that carries its
-parameters with their defaults and validation, its run tag, its report family, its ordering proxy and
-its count rule. ``SOLVERS`` maps names to these classes; it is the only list of solvers.
+The registry: :mod:`sbd_core.solver_rules` holds one small frozen dataclass per solver (a :class:`Rule`) that
+carries its parameters with their defaults and validation, its run tag, its report family, its ordering proxy and
+its count rule; ``SOLVERS`` (re-exported here) maps names to these classes and is the only list of solvers. That
+module needs no torch (the workflow reads it when Snakemake parses the rules); this one applies a rule to tensors.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
-from typing import ClassVar
 
 import torch
 
-PROXIES = ("entropy", "confidence", "margin")  # the error proxies a user may choose (EB paper, eq. 1)
-COMMON_PARAMS = ("temperature", "seed")  # parameters every solver takes (token choice, not selection)
-VERIFY_MODES = ("none", "greedy", "sample")  # verify: off, against NTP's greedy choice, against NTP sampling
-
-
-# ------------------------------------------------------------------------------------------- parameter checks
-def _real(low: float, high: float = math.inf, low_open: bool = False, finite: bool = False):
-    """Check for a real number in [low, high] (``(low, high]`` if ``low_open``); returns it as a float."""
-
-    def check(key: str, value) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-            raise ValueError(f"{key} must be a real number, got {value!r}")
-        if finite and math.isinf(value):
-            raise ValueError(f"{key} must be finite, got {value!r}")
-        if value < low or (low_open and value == low) or value > high:
-            allowed = f"{'(' if low_open else '['}{low:g}, {high:g}]"
-            raise ValueError(f"{key}={value!r} is out of range; allowed: {allowed}")
-        return float(value)
-
-    return check
-
-
-def _integer(low: int | None = None):
-    """Check for an int (not a bool), at least ``low`` when given."""
-
-    def check(key: str, value) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
-            raise ValueError(f"{key} must be an int{'' if low is None else f' >= {low}'}, got {value!r}")
-        return value
-
-    return check
-
-
-def _choice(options: tuple[str, ...]):
-    """Check for one of ``options``."""
-
-    def check(key: str, value) -> str:
-        if value not in options:
-            raise ValueError(f"{key}={value!r} is not valid; allowed: {options}")
-        return value
-
-    return check
-
-
-def param(default, check):
-    """A solver parameter: its default and its check ``(key, value) -> resolved value`` (raises ValueError)."""
-    return field(default=default, metadata={"check": check})
+from .solver_rules import (COMMON_PARAMS, EB, PROXIES, SOLVER_NAMES, SOLVERS, VERIFY_MODES,  # noqa: F401 (re-exported)
+                           ConfidenceThreshold, EntropyThreshold, Factor, LeftToRight, Rule, TopK, describe_solvers,
+                           make_rule)
 
 
 # ------------------------------------------------------------------------------------------- statistics
@@ -148,194 +103,6 @@ class BlockStats:
         return {"entropy": lambda: self.entropy, "confidence": lambda: -self.confidence,
                 "margin": lambda: -self.margin}[proxy]()
 
-
-def _leading_true(ok: torch.Tensor) -> torch.Tensor:
-    """Count the leading True values of each row of a [B,k] bool tensor."""
-    return ok.long().cumprod(dim=1).sum(dim=1)
-
-
-# ------------------------------------------------------------------------------------------- the rules
-@dataclass(frozen=True, kw_only=True)
-class Rule:
-    """A solver's settings and decision rule. Subclasses define ``name``, ``summary``, ``proxy`` (a class constant or a
-    parameter; the sort order of masked positions), ``_tag()`` and ``count()``; they may override ``_family()``."""
-
-    name: ClassVar[str]
-    summary: ClassVar[str]
-    temperature: float = param(0.0, _real(0.0, finite=True))
-    seed: int = param(0, _integer())
-    verify: str = param("none", _choice(VERIFY_MODES))
-
-    def __post_init__(self):
-        for f in fields(self):
-            object.__setattr__(self, f.name, f.metadata["check"](f.name, getattr(self, f.name)))
-        if self.verify == "greedy" and self.temperature > 0:
-            raise ValueError(f"verify='greedy' checks drafts against NTP's argmax and needs temperature 0, got "
-                             f"temperature={self.temperature:g}; use verify='sample' to match NTP sampling")
-        if self.verify == "sample" and self.temperature == 0:
-            raise ValueError("verify='sample' matches NTP sampling and needs a temperature > 0; use verify='greedy' "
-                             "at temperature 0")
-
-    @classmethod
-    def param_names(cls) -> tuple[str, ...]:
-        """The rule's own parameters first, then ``verify``, then the common ones."""
-        own = [f.name for f in fields(cls) if f.name not in COMMON_PARAMS + ("verify",)]
-        return tuple(own) + ("verify",) + COMMON_PARAMS
-
-    @property
-    def params(self) -> dict:
-        """Resolved parameters, defaults included."""
-        return {key: getattr(self, key) for key in self.param_names()}
-
-    @property
-    def family(self) -> str:
-        """The curve a run belongs to in reports (settings of one family differ only in a threshold); verified runs
-        form a family of their own (``eb-entropy-verify``)."""
-        return self._family() + self.verify_tag
-
-    def _family(self) -> str:
-        return self.name
-
-    @property
-    def tag(self) -> str:
-        """Short filesystem-safe run name, e.g. ``eb-entropy-g0.1``, ``eb-entropy-g0.1-verify``, ``topk-2-t0.7-s3``
-        when sampling."""
-        return self._tag() + self.verify_tag + self.sampling_tag
-
-    @property
-    def verify_tag(self) -> str:
-        """``-verify`` when the blocks are verified (greedy or sampled: the sampling tag tells which), else empty."""
-        return "" if self.verify == "none" else "-verify"
-
-    @property
-    def sampling_tag(self) -> str:
-        """The tag's suffix for the common parameters: empty when greedy, ``-t<temperature>-s<seed>`` when sampling."""
-        return f"-t{self.temperature:g}-s{self.seed}" if self.temperature > 0 else ""
-
-    def _tag(self) -> str:
-        raise NotImplementedError
-
-    def count(self, stats: BlockStats, masked: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
-        """[B] number of positions to reveal from the front of ``order`` (clamped to [1, masked] by the caller)."""
-        raise NotImplementedError
-
-
-@dataclass(frozen=True, kw_only=True)
-class EB(Rule):
-    """EB-Sampler: the largest proxy-ordered prefix U with sum(H over U) - max(H over U) <= gamma. With the entropy
-    proxy the max is the last element (SBD eq. 8); with another proxy it need not be (SBD eq. 18)."""
-
-    name: ClassVar[str] = "eb"
-    summary: ClassVar[str] = ("EB-Sampler: largest proxy-ordered prefix with sum(H) - max(H) <= gamma "
-                              "(gamma >= 0, may be inf)")
-    gamma: float = param(0.1, _real(0.0))
-    proxy: str = param("entropy", _choice(PROXIES))
-
-    def _family(self) -> str:
-        return f"eb-{self.proxy}"
-
-    def _tag(self) -> str:
-        return f"eb-{self.proxy}-g{self.gamma:g}"
-
-    def count(self, stats, masked, order):
-        h = stats.entropy.gather(1, order).masked_fill(~masked.gather(1, order), 0.0)
-        bound = h.cumsum(dim=1) - torch.cummax(h, dim=1).values
-        return _leading_true(bound <= self.gamma)
-
-
-@dataclass(frozen=True, kw_only=True)
-class EntropyThreshold(Rule):
-    """Reveal every masked position whose entropy is below ``threshold``."""
-
-    name: ClassVar[str] = "entropy_threshold"
-    summary: ClassVar[str] = "reveal every masked position with entropy < threshold (> 0), else the lowest-entropy one"
-    proxy: ClassVar[str] = "entropy"
-    threshold: float = param(0.5, _real(0.0, low_open=True))
-
-    def _tag(self) -> str:
-        return f"entropy-thr-{self.threshold:g}"
-
-    def count(self, stats, masked, order):
-        return (masked & (stats.entropy < self.threshold)).sum(dim=1)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ConfidenceThreshold(Rule):
-    """Reveal every masked position whose confidence max_v p(v) exceeds ``threshold``."""
-
-    name: ClassVar[str] = "confidence_threshold"
-    summary: ClassVar[str] = ("reveal every masked position with max p > threshold (in [0, 1]), "
-                              "else the most confident")
-    proxy: ClassVar[str] = "confidence"
-    threshold: float = param(0.9, _real(0.0, 1.0))
-
-    def _tag(self) -> str:
-        return f"conf-thr-{self.threshold:g}"
-
-    def count(self, stats, masked, order):
-        return (masked & (stats.confidence > self.threshold)).sum(dim=1)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Factor(Rule):
-    """Fast-dLLM factor rule (as in its code): in descending confidence, the n-th is accepted iff c_n >= 1 - f/(n+1);
-    stop at the first rejection."""
-
-    name: ClassVar[str] = "factor"
-    summary: ClassVar[str] = "Fast-dLLM factor rule: n-th most confident accepted iff c_n >= 1 - f/(n+1) (f > 0)"
-    proxy: ClassVar[str] = "confidence"
-    f: float = param(1.0, _real(0.0, low_open=True))
-
-    def _tag(self) -> str:
-        return f"factor-f{self.f:g}"
-
-    def count(self, stats, masked, order):
-        conf = stats.confidence.gather(1, order)
-        rank = torch.arange(1, conf.shape[1] + 1, device=conf.device, dtype=conf.dtype)
-        return _leading_true(conf >= 1.0 - self.f / (rank + 1.0))
-
-
-@dataclass(frozen=True, kw_only=True)
-class TopK(Rule):
-    """Reveal the ``n`` masked positions with the lowest error proxy."""
-
-    name: ClassVar[str] = "topk"
-    summary: ClassVar[str] = "reveal the n (int >= 1) lowest-error-proxy masked positions"
-    n: int = param(1, _integer(1))
-    proxy: str = param("confidence", _choice(PROXIES))
-
-    def _tag(self) -> str:
-        return f"topk-{self.n}" + ("" if self.proxy == "confidence" else f"-{self.proxy}")
-
-    def count(self, stats, masked, order):
-        return torch.full_like(masked[:, 0], self.n, dtype=torch.long)
-
-
-@dataclass(frozen=True, kw_only=True)
-class LeftToRight(Rule):
-    """Reveal the ``n`` leftmost masked positions. A diagnostic: with n=1 it decodes the masked mode strictly left to
-    right, one token per forward, which separates the masked mode's per-token accuracy from the solver's choices."""
-
-    name: ClassVar[str] = "left_to_right"
-    summary: ClassVar[str] = "reveal the n (int >= 1) leftmost masked positions (diagnostic: n=1 is one per forward)"
-    proxy: ClassVar[str] = "position"
-    n: int = param(1, _integer(1))
-
-    def _tag(self) -> str:
-        return f"l2r-{self.n}"
-
-    def count(self, stats, masked, order):
-        return torch.full_like(masked[:, 0], self.n, dtype=torch.long)
-
-
-SOLVERS: dict[str, type[Rule]] = {rule.name: rule for rule in
-                                  (EB, EntropyThreshold, ConfidenceThreshold, Factor, TopK, LeftToRight)}
-SOLVER_NAMES = tuple(SOLVERS)
-
-
-def describe_solvers() -> dict[str, dict]:
-    """Return ``{name: {"summary": str, "params": {param: default}}}`` for every solver (common params included)."""
-    return {name: {"summary": rule.summary, "params": rule().params} for name, rule in SOLVERS.items()}
 
 
 # ------------------------------------------------------------------------------------------- applying a rule
@@ -434,11 +201,4 @@ def _check_inputs(logits, masked) -> None:
 
 def get_solver(name: str, **params) -> Solver:
     """Build solver ``name`` (one of SOLVER_NAMES) with validated ``params`` merged over its defaults."""
-    if name not in SOLVERS:
-        raise ValueError(f"unknown solver {name!r}; valid names: {SOLVER_NAMES}")
-    rule = SOLVERS[name]
-    allowed = rule.param_names()
-    for key in params:
-        if key not in allowed:
-            raise ValueError(f"unknown parameter {key!r} for solver {name!r}; allowed: {sorted(allowed)}")
-    return Solver(rule(**params))
+    return Solver(make_rule(name, **params))

@@ -3,25 +3,49 @@ its outputs atomically with a provenance record, and is what both the Snakemake 
 call. Training: :mod:`.training` (data, base, pack, finetune); evaluation: :mod:`.evaluation` (benchmark, decode, score);
 :mod:`.likelihood` (likelihood-data, likelihood: the paper's Table 2); :mod:`.speed` (wall-clock of every decode run,
 paired and repeated; imported where it runs: it loads torch); :func:`run_report` (tables and figures from score
-files).
+files). Importing the package loads no torch: the stages that do are imported on first use (:data:`_STAGES`).
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from dataclasses import asdict
 from pathlib import Path
 
 from ..io_utils import write_json_atomic
 from ..provenance import provenance
 from ..settings import StatsSettings
-from .evaluation import cost_aggregates, run_benchmark, run_decode, run_score, score_generations
-from .likelihood import LikelihoodDataError, run_likelihood, run_likelihood_data
-from .training import (build_scratch_model, check_layout, run_base, run_data, run_finetune, run_pack,
-                       synthetic_pairs, train_config)
+from .plan import check_layout, train_config
+
+#: The stages that load torch, imported on first use (``pipeline.run_decode``, ``from sbd_core.pipeline import
+#: run_decode``), so that the workflow can import this package's torch-free parts (:mod:`.plan`, :mod:`.arms`) while
+#: Snakemake parses the rules: {name: the submodule that defines it}.
+_STAGES = {**dict.fromkeys(("cost_aggregates", "run_benchmark", "run_decode", "run_score", "score_generations"),
+                           "evaluation"),
+           **dict.fromkeys(("LikelihoodDataError", "run_likelihood", "run_likelihood_data"), "likelihood"),
+           **dict.fromkeys(("build_scratch_model", "run_base", "run_data", "run_finetune", "run_pack",
+                            "synthetic_pairs"), "training")}
 
 __all__ = ["LikelihoodDataError", "build_scratch_model", "check_layout", "cost_aggregates", "run_base",
            "run_benchmark", "run_data", "run_decode", "run_finetune", "run_likelihood", "run_likelihood_data",
            "run_pack", "run_report", "run_score", "score_generations", "synthetic_pairs", "train_config"]
+
+
+def __getattr__(name: str):
+    """A stage of :data:`_STAGES` from its submodule, or a submodule itself (``pipeline.training``), on first use."""
+    if name in _STAGES:
+        value = getattr(importlib.import_module(f".{_STAGES[name]}", __name__), name)
+    elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 def run_report(scores: list[Path], out_dir: Path, paper_table: Path | None, paper_bases: dict | None = None,

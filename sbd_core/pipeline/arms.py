@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..train import TrainConfig
+from ..train_config import TrainConfig
 
 #: finetune keys the workflow consumes (not trainer settings).
 ARM_KEYS = ("objectives", "seeds", "eval_at_steps")

@@ -12,20 +12,20 @@ import hashlib
 import json
 import logging
 import shutil
-from dataclasses import fields
 from pathlib import Path
 
 import torch
 
 from .. import checkpoint
-from ..errors import UserError, user_input
+from ..errors import UserError
 from ..io_utils import read_jsonl, write_json_atomic
 from ..launch import LaunchSettings, launch
 from ..mask_token import check_mask_token
 from ..provenance import provenance
-from ..settings import RuntimeSettings, check_types, from_section
+from ..settings import RuntimeSettings, from_section
 from ..training_data import MixSpec, build, check_packed, fetch
 from ..training_data.build import MANIFEST
+from .plan import check_layout, train_config  # noqa: F401 (re-exported)
 
 log = logging.getLogger("sbd_core")
 
@@ -59,20 +59,6 @@ def synthetic_pairs(data_dir: Path) -> list[tuple[str, str]]:
 
 
 # --------------------------------------------------------------------------------------------------------------- base
-def train_config(objective: str, spec: dict, where: str = "finetune"):
-    """A :class:`TrainConfig` from a config section (``where``: its name in messages); UserError naming an unknown
-    key, a value of the wrong type or out of range."""
-    from ..train import TrainConfig
-
-    allowed = {f.name for f in fields(TrainConfig)} - {"objective"}
-    unknown = sorted(set(spec) - allowed)
-    if unknown:
-        raise UserError(f"unknown training setting(s) {unknown} in {where}; allowed: {sorted(allowed)}")
-    check_types(TrainConfig, {"objective": objective, **spec}, where)
-    with user_input(where):
-        return TrainConfig(objective=objective, **spec)
-
-
 def build_scratch_model(arch: dict, tokenizer):
     """A randomly initialised Llama or Qwen-3 model of the given shape over ``tokenizer``'s vocabulary."""
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
@@ -196,15 +182,3 @@ def run_finetune(base_dir: Path, data_dir: Path, objective: str, spec: dict, out
     if threads:
         request["threads"] = max(1, threads // layout.processes_per_node)
     launch(request, layout.processes_per_node, layout.nodes)
-
-
-def check_layout(objectives: list[str], spec: dict, layout: LaunchSettings) -> None:
-    """Fail before any job runs when the training settings cannot be laid out on ``layout``'s processes (e.g.
-    ``tokens_per_step`` not a multiple of batch_size x max_length x processes)."""
-    from ..train import micro_batches_per_step
-
-    spec = {k: v for k, v in spec.items() if k != "allow_resize"}
-    for objective in objectives:
-        config = train_config(objective, spec)
-        with user_input("finetune"):
-            micro_batches_per_step(config, layout.processes)

@@ -27,7 +27,7 @@ def family_order() -> tuple[str, ...]:
     """Solver families in the sampler registry's order (NTP first, EB by proxy, the peers last); tables and legends
     follow it."""
     from ..samplers import describe_samplers, sampler_spec
-    from ..solvers import PROXIES
+    from ..solver_rules import PROXIES
 
     specs = [sampler_spec(name, **({"proxy": proxy} if proxy else {}))
              for name in describe_samplers() for proxy in (PROXIES if name == "eb" else (None,))]
