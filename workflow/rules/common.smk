@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 
 from sbd_core.benchmarks import get_benchmark
+from sbd_core.decode_config import DecodeConfig
 from sbd_core.launch import LaunchSettings
-from sbd_core.pipeline import check_layout, train_config
 from sbd_core.pipeline.arms import ARM_KEYS, plan_arms, trained_arms, trainer_spec
+from sbd_core.pipeline.plan import check_layout, train_config
 from sbd_core.report import FIGURE1_BENCHMARK, figure1_stem
 from sbd_core.report.plan import planned_figures
 from sbd_core.samplers import NTP, PEER_MODE, expand_samplers
-from sbd_core.generation import DecodeConfig
 from sbd_core.settings import RuntimeSettings, SpeedSettings, StatsSettings, TimingSettings, from_section
 from sbd_core.training_data import MixSpec, get_source
 
