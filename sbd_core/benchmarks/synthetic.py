@@ -17,7 +17,7 @@ from .code import CodeBenchmark
 from .lm_eval_task import LmEvalBenchmark
 from .settings import GeneratedCodeSettings, GeneratedSettings
 
-__all__ = ["MATH", "CODE"]
+__all__ = ["MATH", "CODE", "CODE_CHAIN"]
 
 _DEFAULTS = dict(max_new_tokens=96, limit=100, chat=False)  # the embedded default's decode budget and test size
 
@@ -79,3 +79,6 @@ MATH = SyntheticMath(
 CODE = SyntheticCode(
     name="code", paper_column=None, group="synthetic", dataset="humaneval", release=None,
     source={"generator": "sbd_core.tasks.code_task"}, defaults=GeneratedCodeSettings(**_DEFAULTS))
+CODE_CHAIN = SyntheticCode(
+    name="code_chain", paper_column=None, group="synthetic", dataset="humaneval", release=None,
+    source={"generator": "sbd_core.tasks.code_chain_task"}, defaults=GeneratedCodeSettings(**_DEFAULTS))

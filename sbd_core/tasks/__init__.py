@@ -1,4 +1,5 @@
-"""Synthetic tasks for the embedded default: GSM8K-style math and HumanEval-style code.
+"""Synthetic tasks for the embedded default: GSM8K-style math and HumanEval-style code (32 families, or 202 in
+``code_chain``).
 
 ``TASKS`` maps a task name to a :class:`Task` with a uniform interface (``make_problems``,
 ``prompt_text``, ``target_text``; ``extract_answer`` for math only). ``training_texts`` returns
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from . import code_task, math_task
+from . import code_chain_task, code_task, math_task
 from .splits import EVALUATION_SPLITS, SPLITS
 
 
@@ -34,6 +35,8 @@ TASKS: dict[str, Task] = {
                  math_task.extract_answer, ("\n\n", "Question:")),
     "code": Task("code", code_task.make_problems, code_task.prompt_text, code_task.target_text,
                  None, ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")),
+    "code_chain": Task("code_chain", code_chain_task.make_problems, code_chain_task.prompt_text,
+                       code_chain_task.target_text, None, ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")),
 }
 
 
@@ -64,4 +67,4 @@ def training_texts(task_names, n_per_task: int, seed: int, split: str = "train")
     return pairs
 
 
-__all__ = ["EVALUATION_SPLITS", "SPLITS", "TASKS", "Task", "code_task", "get_task", "math_task", "training_texts"]
+__all__ = ["EVALUATION_SPLITS", "SPLITS", "TASKS", "Task", "code_chain_task", "code_task", "get_task", "math_task", "training_texts"]

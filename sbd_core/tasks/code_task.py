@@ -37,11 +37,6 @@ _WORDS = ("pre", "un", "re", "ab", "big", "red", "top", "new", "old", "my", "sub
 _LETTERS = "abcdefgh"
 
 
-def split_of(key: str) -> str:
-    """The split ("train" 80% / "dev" 10% / "test" 10%) of a problem key, by stable hash."""
-    return _split_of(_SPLIT_SALT, key)
-
-
 @dataclass(frozen=True)
 class Family:
     """A problem family: ``doc`` and ``body`` are format templates over the constants in ``grid``."""
@@ -130,13 +125,7 @@ FAMILIES: tuple[Family, ...] = (
            (("ch", tuple(_LETTERS)),)),
     Family("len_plus", "s", "int", "Return the length of s plus {n}.", "return len(s) + {n}", (("n", _r(1, 30)),)),
 )
-_FAMILY_BY_NAME = {f.name: f for f in FAMILIES}
 _ANNOT = {"x": "int", "xs": "list[int]", "s": "str"}
-
-
-def signature(family: str, consts: dict) -> str:
-    """Stable text key of a problem (family name + constants, e.g. ``"times_plus:a=3,b=7"``); its hash is the split."""
-    return family + ":" + ",".join(f"{k}={consts[k]}" for k, _ in _FAMILY_BY_NAME[family].grid)
 
 
 def _gen_arg(fam: Family, rng: random.Random, plus: bool):
@@ -188,74 +177,113 @@ def _run(prompt: str, body: str, entry_point: str) -> Callable:
     return scope[entry_point]
 
 
-def build_problem(family: str, consts: dict, task_id: str = "HumanEval/0") -> dict:
-    """Build the evalplus record of one problem; the record depends only on ``family`` and ``consts``."""
-    if family not in _FAMILY_BY_NAME:
-        raise ValueError(f"unknown code family {family!r}; expected one of {sorted(_FAMILY_BY_NAME)}")
-    fam = _FAMILY_BY_NAME[family]
-    if set(consts) != {k for k, _ in fam.grid}:
-        raise ValueError(f"family {family!r} needs constants {[k for k, _ in fam.grid]}, got {sorted(consts)}")
-    key = signature(family, consts)
-    rng = random.Random(key)
-    body = "".join(f"    {line}\n" for line in fam.body.format(**consts).split("\n"))
-    head = f"def {fam.name}({fam.arg}: {_ANNOT[fam.arg]}) -> {fam.returns}:\n"
-    example = _gen_arg(fam, random.Random("example:" + key), plus=False)
-    result = _run(head + '    """\n    """\n', body, fam.name)(example)
-    prompt = (f'{head}    """{fam.doc.format(**consts)}\n'
-              f"    >>> {fam.name}({example!r})\n    {result!r}\n    \"\"\"\n")
-    base = _inputs(fam, rng, rng.randint(3, 5), plus=False)
-    plus = _inputs(fam, rng, rng.randint(5, 10), plus=True)
-    return {"task_id": task_id, "prompt": prompt, "entry_point": fam.name, "canonical_solution": body,
-            "base_input": base,
-            "plus_input": plus + _boundary_inputs(fam, consts, base + plus), "atol": 0, "contract": ""}
+class FamilyTable:
+    """A code task: its families and the salt of its split hash, with the problem builder and the round-robin draw
+    over them (the default task's table is this module's ``FAMILIES``; another task brings its own table)."""
+
+    def __init__(self, families: tuple[Family, ...], salt: str,
+                 keep: Callable[[Family, list[tuple]], list[bool]] | None = None):
+        self.families = families
+        self.salt = salt
+        self.keep = keep  # which constant tuples of a family make problems (None: all of them)
+        self.by_name = {f.name: f for f in families}
+        if len(self.by_name) != len(families):
+            raise ValueError("two code families share an entry point")
+
+    def split_of(self, key: str) -> str:
+        """The split ("train" 80% / "dev" 10% / "test" 10%) of a problem key, by stable hash."""
+        return _split_of(self.salt, key)
+
+    def signature(self, family: str, consts: dict) -> str:
+        """Stable text key of a problem (family name + constants, e.g. ``"times_plus:a=3,b=7"``); its hash is the
+        split."""
+        return family + ":" + ",".join(f"{k}={consts[k]}" for k, _ in self.by_name[family].grid)
+
+    def build_problem(self, family: str, consts: dict, task_id: str = "HumanEval/0") -> dict:
+        """Build the evalplus record of one problem; the record depends only on ``family`` and ``consts``."""
+        if family not in self.by_name:
+            raise ValueError(f"unknown code family {family!r}; expected one of {sorted(self.by_name)}")
+        fam = self.by_name[family]
+        if set(consts) != {k for k, _ in fam.grid}:
+            raise ValueError(f"family {family!r} needs constants {[k for k, _ in fam.grid]}, got {sorted(consts)}")
+        key = self.signature(family, consts)
+        rng = random.Random(key)
+        body = "".join(f"    {line}\n" for line in fam.body.format(**consts).split("\n"))
+        head = f"def {fam.name}({fam.arg}: {_ANNOT[fam.arg]}) -> {fam.returns}:\n"
+        example = _gen_arg(fam, random.Random("example:" + key), plus=False)
+        result = _run(head + '    """\n    """\n', body, fam.name)(example)
+        prompt = (f'{head}    """{fam.doc.format(**consts)}\n'
+                  f"    >>> {fam.name}({example!r})\n    {result!r}\n    \"\"\"\n")
+        base = _inputs(fam, rng, rng.randint(3, 5), plus=False)
+        plus = _inputs(fam, rng, rng.randint(5, 10), plus=True)
+        return {"task_id": task_id, "prompt": prompt, "entry_point": fam.name, "canonical_solution": body,
+                "base_input": base,
+                "plus_input": plus + _boundary_inputs(fam, consts, base + plus), "atol": 0, "contract": ""}
+
+    @functools.cached_property
+    def _pools(self) -> dict[str, dict[str, tuple[tuple, ...]]]:
+        """Per split and family, the constant tuples kept whose problems fall in that split (in grid order): one
+        pass over every key of the table."""
+        pools = {split: {} for split in SPLITS}
+        for fam in self.families:
+            labels = [f"{k}=" for k, _ in fam.grid]
+            found = {split: [] for split in SPLITS}
+            combos = list(itertools.product(*(vals for _, vals in fam.grid)))
+            if self.keep is not None:
+                combos = list(itertools.compress(combos, self.keep(fam, combos)))
+            for combo in combos:
+                key = fam.name + ":" + ",".join(label + str(v) for label, v in zip(labels, combo))
+                found[self.split_of(key)].append(combo)
+            for split in SPLITS:
+                pools[split][fam.name] = tuple(found[split])
+        return pools
+
+    def _pool(self, split: str) -> dict[str, tuple[tuple, ...]]:
+        """Per family, the constant tuples whose problems fall in ``split`` (in grid order)."""
+        return self._pools[check_split(split)]
+
+    def capacities(self, split: str) -> dict[str, int]:
+        """How many distinct problems ``split`` holds per family (in the table's order)."""
+        return {name: len(combos) for name, combos in self._pool(check_split(split)).items()}
+
+    def capacity(self, split: str) -> int:
+        """How many distinct problems ``split`` holds."""
+        return sum(self.capacities(split).values())
+
+    def make_problems(self, split: str, n: int, seed: int) -> list[dict]:
+        """Return ``n`` distinct problems of ``split``, balanced over families, deterministic in ``seed``.
+
+        Raises ValueError for an unknown split, a bad ``n``, or ``n > capacity(split)``.
+        """
+        if check_count(n) > self.capacity(split):
+            raise ValueError(f"n={n} exceeds the {self.capacity(split)} unique {split} code problems")
+        rng = random.Random(seed)
+        queues = {}
+        for fam in self.families:
+            combos = list(self._pool(split)[fam.name])
+            rng.shuffle(combos)
+            queues[fam.name] = combos
+        order = [f.name for f in self.families]
+        rng.shuffle(order)
+        chosen: list[tuple[str, tuple]] = []
+        while len(chosen) < n:
+            for name in order:
+                if queues[name] and len(chosen) < n:
+                    chosen.append((name, queues[name].pop()))
+        out = []
+        for i, (name, combo) in enumerate(chosen):
+            names = [k for k, _ in self.by_name[name].grid]
+            out.append(self.build_problem(name, dict(zip(names, combo)), task_id=f"HumanEval/{i}"))
+        return out
 
 
-@functools.lru_cache(maxsize=None)
-def _pool(split: str) -> dict[str, tuple[tuple, ...]]:
-    """Per family, the constant tuples whose problems fall in ``split`` (in grid order)."""
-    pool = {}
-    for fam in FAMILIES:
-        names = [k for k, _ in fam.grid]
-        combos = itertools.product(*(vals for _, vals in fam.grid))
-        pool[fam.name] = tuple(c for c in combos if split_of(signature(fam.name, dict(zip(names, c)))) == split)
-    return pool
-
-
-def capacities(split: str) -> dict[str, int]:
-    """How many distinct problems ``split`` holds per family (in ``FAMILIES`` order)."""
-    return {name: len(combos) for name, combos in _pool(check_split(split)).items()}
-
-
-def capacity(split: str) -> int:
-    """How many distinct problems ``split`` holds."""
-    return sum(capacities(split).values())
-
-
-def make_problems(split: str, n: int, seed: int) -> list[dict]:
-    """Return ``n`` distinct problems of ``split``, balanced over families, deterministic in ``seed``.
-
-    Raises ValueError for an unknown split, a bad ``n``, or ``n > capacity(split)``.
-    """
-    if check_count(n) > capacity(split):
-        raise ValueError(f"n={n} exceeds the {capacity(split)} unique {split} code problems")
-    rng = random.Random(seed)
-    queues = {}
-    for fam in FAMILIES:
-        combos = list(_pool(split)[fam.name])
-        rng.shuffle(combos)
-        queues[fam.name] = combos
-    order = [f.name for f in FAMILIES]
-    rng.shuffle(order)
-    chosen: list[tuple[str, tuple]] = []
-    while len(chosen) < n:
-        for name in order:
-            if queues[name] and len(chosen) < n:
-                chosen.append((name, queues[name].pop()))
-    out = []
-    for i, (name, combo) in enumerate(chosen):
-        names = [k for k, _ in _FAMILY_BY_NAME[name].grid]
-        out.append(build_problem(name, dict(zip(names, combo)), task_id=f"HumanEval/{i}"))
-    return out
+TABLE = FamilyTable(FAMILIES, _SPLIT_SALT)
+split_of = TABLE.split_of
+signature = TABLE.signature
+build_problem = TABLE.build_problem
+capacities = TABLE.capacities
+capacity = TABLE.capacity
+make_problems = TABLE.make_problems
 
 
 def prompt_text(problem: dict) -> str:

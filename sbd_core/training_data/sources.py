@@ -77,6 +77,7 @@ SOURCES = {s.name: s for s in (
            _pair("question", "answer", lambda text: _CALCULATOR.sub("", text))),
     Source("math", "plain", ("train.jsonl",), ("prompt", "target")),
     Source("code", "plain", ("train.jsonl",), ("prompt", "target")),
+    Source("code_chain", "plain", ("train.jsonl",), ("prompt", "target")),
 )}
 
 

@@ -1,0 +1,139 @@
+"""Synthetic HumanEval-style code problems with many families: chains of operations, in the evalplus schema.
+
+The ``code`` task has 32 families, too few for a family-clustered interval narrow enough to call two arms
+equivalent within 2 points. This task's 202 families are built from a small grammar (docs/tasks.md):
+
+* 180 on an integer ``x``: a chain of two or three operations applied in order ("Return x plus 4, times 3, modulo
+  7."), each step one of times, plus, minus, modulo, floor-divided by, subtracted from, never the same step twice in
+  a row; the body is one expression with the parentheses the order needs (``return (x + 4) * 3 % 7``), so the
+  model must plan them from the whole docstring;
+* 22 on a list ``xs``: a filter (greater than, less than, even, odd), an optional map (plus, times) and a reduction
+  (sum, list, count): "Take the elements greater than 5, add 3 to each, and return their sum."
+
+A family's entry point names its steps (``plus_times_mod``, ``gt_plus_sum``); the problem key is the family and its
+constants, and a salted hash of it decides the split, as in the ``code`` task (:class:`code_task.FamilyTable`);
+constant tuples that make a degenerate function (constant, or blind to one of its constants) are left out.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from .code_task import Family, FamilyTable, _r
+
+_MULTIPLIERS = _r(2, 7)   # times, modulo, floor-division constants
+_ADDENDS = _r(1, 15)      # plus, minus, subtracted-from constants
+
+# integer step: name -> (docstring words, operator, constants, additive); "from" puts its constant on the left
+_STEPS = {
+    "times": ("times {}", "*", _MULTIPLIERS, False),
+    "plus": ("plus {}", "+", _ADDENDS, True),
+    "minus": ("minus {}", "-", _ADDENDS, True),
+    "mod": ("modulo {}", "%", _MULTIPLIERS, False),
+    "div": ("floor-divided by {}", "//", _MULTIPLIERS, False),
+    "from": ("subtracted from {}", "-", _ADDENDS, True),
+}
+
+
+def _chain_family(steps: tuple[str, ...]) -> Family:
+    """The family of the integer chain ``steps``: its docstring and its one-expression body with the parentheses
+    Python's precedence needs (an additive expression is wrapped before a multiplicative step or under a
+    subtraction from a constant)."""
+    expr, additive, words, grid = "x", False, [], []
+    for i, step in enumerate(steps, 1):
+        text, op, values, step_additive = _STEPS[step]
+        const = "{c%d}" % i
+        words.append(text.format(const))
+        grid.append((f"c{i}", values))
+        inner = f"({expr})" if additive and (step == "from" or not step_additive) else expr
+        expr = f"{const} - {inner}" if step == "from" else f"{inner} {op} {const}"
+        additive = step_additive
+    return Family("_".join(steps), "x", "int", "Return x " + ", ".join(words) + ".", f"return {expr}", tuple(grid))
+
+
+_FILTERS = {  # name -> (docstring words, condition, constants)
+    "gt": ("the elements greater than {f}", "v > {f}", _r(0, 30)),
+    "lt": ("the elements less than {f}", "v < {f}", _r(0, 30)),
+    "even": ("the even elements", "v % 2 == 0", None),
+    "odd": ("the odd elements", "v % 2 == 1", None),
+}
+_MAPS = {  # name -> (docstring words, value expression, constants); "" is no map
+    "": ("", "v", None),
+    "plus": (", add {m} to each,", "v + {m}", _ADDENDS),
+    "times": (", multiply each by {m},", "v * {m}", _MULTIPLIERS),
+}
+_REDUCTIONS = {  # name -> (docstring words, body template over the generator, return annotation)
+    "sum": ("their sum", "sum({value} for v in xs if {cond})", "int"),
+    "list": ("them as a list", "[{value} for v in xs if {cond}]", "list[int]"),
+    "count": ("their count", "sum(1 for v in xs if {cond})", "int"),
+}
+
+
+def _list_family(filt: str, mapping: str, reduction: str) -> Family:
+    """The list family: keep the elements passing ``filt``, apply ``mapping`` to each, reduce by ``reduction``."""
+    filter_words, cond, filter_values = _FILTERS[filt]
+    map_words, value, map_values = _MAPS[mapping]
+    reduce_words, body, returns = _REDUCTIONS[reduction]
+    doc = f"Take {filter_words}{map_words} and return {reduce_words}."
+    grid = tuple((k, v) for k, v in (("f", filter_values), ("m", map_values)) if v is not None)
+    name = "_".join(part for part in (filt, mapping, reduction) if part)
+    return Family(name, "xs", returns, doc, "return " + body.format(value=value, cond=cond), grid)
+
+
+def _families() -> tuple[Family, ...]:
+    names = tuple(_STEPS)
+    chains = [c for n in (2, 3) for c in itertools.product(names, repeat=n)
+              if all(a != b for a, b in zip(c, c[1:]))]
+    lists = [(f, m, r) for f in _FILTERS for r in _REDUCTIONS for m in _MAPS
+             if not (r == "count" and m) and (m or _FILTERS[f][2])]  # a family has a constant
+    return tuple(_chain_family(c) for c in chains) + tuple(_list_family(*spec) for spec in lists)
+
+
+_PROBES = np.concatenate([np.arange(-40, 41), [997, 10_007, -1_234, 123_456]])  # the x values a check runs on
+_NUMPY_STEPS = {"times": np.multiply, "plus": np.add, "minus": np.subtract, "mod": np.mod, "div": np.floor_divide,
+                "from": lambda y, c: c - y}  # numpy's integer mod and floor division round as Python's do
+
+
+def informative(fam: Family, combos: list[tuple]) -> list[bool]:
+    """Which constant tuples of an integer chain make a problem whose every constant matters: the function is not
+    constant on the probe values (``(x % 3) // 5`` is 0), and moving any one constant by 1 changes it there (``x * 4
+    + 2`` then ``% 2``), so no body with a wrong constant can pass by accident. List families keep all tuples."""
+    if fam.arg != "x":
+        return [True] * len(combos)
+    steps = fam.name.split("_")
+    consts = np.array(combos, dtype=np.int64)
+
+    def values(c):
+        y = np.broadcast_to(_PROBES, (len(c), len(_PROBES))).astype(np.int64)
+        for j, step in enumerate(steps):
+            y = _NUMPY_STEPS[step](y, c[:, j:j + 1])
+        return y
+    base = values(consts)
+    keep = base.min(axis=1) != base.max(axis=1)
+    for j in range(len(steps)):
+        moved = consts.copy()
+        moved[:, j] += 1
+        keep &= (values(moved) != base).any(axis=1)
+    return keep.tolist()
+
+
+FAMILIES: tuple[Family, ...] = _families()
+TABLE = FamilyTable(FAMILIES, "sbd-code-chain-v1", keep=informative)
+split_of = TABLE.split_of
+signature = TABLE.signature
+build_problem = TABLE.build_problem
+capacities = TABLE.capacities
+capacity = TABLE.capacity
+make_problems = TABLE.make_problems
+
+
+def prompt_text(problem: dict) -> str:
+    """What the decoder is given: the HumanEval prompt (signature + docstring)."""
+    return problem["prompt"]
+
+
+def target_text(problem: dict) -> str:
+    """What the model should produce after the prompt: the canonical body (4-space indent, final newline)."""
+    return problem["canonical_solution"]
