@@ -1,0 +1,103 @@
+"""Teacher-forced probe of an SBD model's masked mode, by position in the block (docs/claim-study.md).
+
+On problems of a synthetic task's split, every target token is predicted twice from the same clean prefix: by the NTP
+head (from the token before it) and by the mask query at its place in a block of ``k`` masks, the block starting where
+the decoder's would (blocks tile the target from its first token; the prompt is the clean prefix). Prints the two
+accuracies by position in the block, for the tokens a solution computes (math: the digits of a column result, a step
+result and the answer) and for the rest (copied operands, template). One forward per problem: the training layout
+``[clean | noised]`` with every target token masked in the noised half.
+
+    python scripts/masked_probe.py results/study-r0/models/tiny-llama/sbd --task math --problems 200 --block 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections import defaultdict
+
+import torch
+
+from sbd_core.checkpoint import load
+from sbd_core.mask_token import mask_token_id
+from sbd_core.masking import SBDBatch, backend_mask, dense_mask
+from sbd_core.tasks import get_task
+from sbd_core.train import tokenize_examples
+
+_COMPUTED = re.compile(r"=(-?\d+)|So (-?\d+)|#### (-?\d+)")  # math: column, step and final results
+
+
+def computed_chars(task: str, target: str) -> set[int]:
+    """Character offsets of ``target`` a solution computes (math only; empty for other tasks)."""
+    if task != "math":
+        return set()
+    return {i for m in _COMPUTED.finditer(target) for g in range(1, 4) if m.group(g)
+            for i in range(m.start(g), m.end(g))}
+
+
+def probe_layout(ids: list[int], target: list[int], block: int, mask_id: int, pad_id: int) -> tuple[SBDBatch, int]:
+    """The ``[clean | noised]`` batch of one example (``ids`` with its response mask ``target``), every response
+    token masked in the noised half, and front padding so that blocks of ``block`` start at the first response token;
+    returns the batch and the padding length."""
+    first = target.index(1)
+    pad = (block - first % block) % block
+    clean = torch.tensor([pad_id] * pad + ids[:-1])
+    docs = torch.tensor([-1] * pad + [0] * (len(ids) - 1))
+    response = torch.tensor([0] * pad + target[:-1], dtype=torch.bool)
+    noised = clean.masked_fill(response, mask_id)
+    positions = torch.clamp(torch.arange(len(clean)) - pad, min=0)
+    batch = SBDBatch(input_ids=torch.cat([clean, noised])[None], position_ids=torch.cat([positions, positions])[None],
+                     labels=torch.full((1, 2 * len(clean)), -100), doc_ids=docs[None], block_size=block,
+                     objective="sbd")
+    return batch, pad
+
+
+@torch.no_grad()
+def probe(model, tokenizer, task: str, problems: list[dict], block: int) -> dict:
+    """Counts ``{(kind, position in block): [tokens, NTP right, masked right]}`` over ``problems``."""
+    spec = get_task(task)
+    mask_id = mask_token_id(model)
+    counts: dict = defaultdict(lambda: [0, 0, 0])
+    for problem in problems:
+        prompt, target_text = spec.prompt_text(problem), spec.target_text(problem)
+        encoded = tokenize_examples(tokenizer, [(prompt, target_text)], max_length=10**9)[0]
+        ids, target = list(encoded["input_ids"]), list(encoded["target"])
+        batch, pad = probe_layout(ids, target, block, mask_id, tokenizer.pad_token_id)
+        logits = model(input_ids=batch.input_ids, position_ids=batch.position_ids,
+                       attention_mask=backend_mask(model, dense_mask(batch)), use_cache=False).logits[0]
+        n = batch.half
+        computed = computed_chars(task, target_text)
+        first = target.index(1)
+        offsets = tokenizer(target_text, return_offsets_mapping=True, add_special_tokens=False)["offset_mapping"]
+        for j in range(first, len(ids) - 1):  # the target's tokens (tokenised on its own, as training does)
+            col = j + pad
+            start, end = offsets[j - first]
+            kind = "computed" if computed & set(range(start, end)) else "other"
+            cell = counts[(kind, (j - first) % block)]
+            cell[0] += 1
+            cell[1] += int(logits[col - 1].argmax() == ids[j])
+            cell[2] += int(logits[n + col].argmax() == ids[j])
+    return dict(counts)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", help="an SBD checkpoint folder")
+    parser.add_argument("--task", default="math", help="a synthetic task: math, code, code_chain")
+    parser.add_argument("--split", default="dev")
+    parser.add_argument("--problems", type=int, default=200)
+    parser.add_argument("--block", type=int, default=6)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    model, tokenizer = load(args.model)
+    problems = get_task(args.task).make_problems(args.split, args.problems, args.seed)
+    counts = probe(model, tokenizer, args.task, problems, args.block)
+    print(f"{args.model}: {args.task} {args.split}, {len(problems)} problems, blocks of {args.block}")
+    print("kind      pos  tokens  NTP    masked")
+    for kind, pos in sorted(counts):
+        n, ntp, masked = counts[(kind, pos)]
+        print(f"{kind:9} {pos:3}  {n:6}  {ntp / n:.3f}  {masked / n:.3f}")
+
+
+if __name__ == "__main__":
+    main()
