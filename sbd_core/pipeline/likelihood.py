@@ -176,7 +176,7 @@ def run_likelihood(model_dir: Path, name: str, settings_mapping: dict | None, da
     return the score record (see the module doc) and print one summary line."""
     import lm_eval
 
-    from ..evaluation.lm_eval_model import SBDLM
+    from ..lm_eval_adapter.model import SBDLM
 
     task = get_task(name)
     settings = task.settings(settings_mapping)
