@@ -13,8 +13,8 @@ speed stage measures (:mod:`sbd_core.rounds`): ``rounds`` rounds, every (step, b
 in a fresh random order (seeded, recorded as ``orders``); in its turn a point is set up anew, called ``warmup`` times
 untimed and ``repeats`` times timed (each call between two device synchronisations), and the median of those is its
 value in that round. A row of the file holds every round's value (``rounds_ms``), their median (``median_ms``) and its
-order-statistic interval over rounds (``lo_ms``, ``hi_ms``). The output file is what
-:func:`sbd_core.roofline.load_timing` reads; the report predicts each run's wall speedup from it (eq. 16), one
+order-statistic interval over rounds (``lo_ms``, ``hi_ms``). The file's format is
+:mod:`sbd_core.records.timing`'s; the report predicts each run's wall speedup from it (eq. 16), one
 prediction per round, and flags steps that are implausible (:func:`sbd_core.report.prediction.implausible_steps`).
 """
 
@@ -33,8 +33,8 @@ from .engine.decoder import Stepper
 from .engine.forward import CachedForward
 from .engine.slots import Shape, Slots
 from .errors import UserError, user_input
-from .io_utils import write_json_atomic
 from .provenance import provenance
+from .records.timing import block_of, timing_document, timing_row, write_timing
 from .roofline import MODELS
 from .rounds import median_interval, round_orders
 from .settings import TimingSettings
@@ -93,11 +93,6 @@ def prepared_step(model, step: str, width: int, batch: int, kv_len: int, compile
         run(shape)  # the engine's one host read (synchronises)
 
     return reset, call
-
-
-def block_of(step: str, width: int) -> int:
-    """The block size of a step: 1 (ntp), ``width`` (block) or ``width / 2`` (refeed: the re-fed block plus the new)."""
-    return 1 if step == "ntp" else (width // 2 if step == "refeed" else width)
 
 
 def time_calls(reset, call, device, warmup: int, repeats: int) -> float:
@@ -161,27 +156,22 @@ def run_timing(out: Path, model_dir: Path | None = None, shape: str | None = Non
             print(f"timing round {r}/{rounds}: {done} of {len(plan) * rounds} measurements", flush=True)
     rows = [_row(point, times) for point, times in measured.items() if times]
     config = model.config
-    result = {"kind": "sbd_timing", "version": 1, "device": device, "device_name": device_name(device),
-              "dtype": dtype, "warmup": warmup, "repeats": repeats, "rounds": rounds, "seed": seed,
-              "compiled": compile_step, "engine": "fast",
-              "model": {"name": name, "source": source, "class": type(model).__name__,
-                        "shape": {"hidden": config.hidden_size, "layers": config.num_hidden_layers,
-                                  "heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads,
-                                  "intermediate": config.intermediate_size, "vocab": config.vocab_size}},
-              "threads": torch.get_num_threads(), "complete": done == len(plan) * rounds,
-              "unmeasured": len(plan) * rounds - done, "rows": rows,
-              "orders": [[list(point) for point in order] for order in orders]}
-    write_json_atomic({**result, "provenance": provenance("timing", {"out": str(out)})}, out)
+    result = timing_document(
+        device=device, device_name=device_name(device), dtype=dtype, warmup=warmup, repeats=repeats, rounds=rounds,
+        seed=seed, compiled=compile_step, threads=torch.get_num_threads(), complete=done == len(plan) * rounds,
+        unmeasured=len(plan) * rounds - done, rows=rows, orders=[[list(point) for point in order] for order in orders],
+        model={"name": name, "source": source, "class": type(model).__name__,
+               "shape": {"hidden": config.hidden_size, "layers": config.num_hidden_layers,
+                         "heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads,
+                         "intermediate": config.intermediate_size, "vocab": config.vocab_size}})
+    write_timing(result, provenance("timing", {"out": str(out)}), out)
     return result
 
 
 def _row(point: tuple, times: list[float]) -> dict:
     """A time(k) row: the point, every round's value and their median with its interval over rounds (ms)."""
     step, width, batch, kv_len = point
-    interval = median_interval(times)
-    return {"step": step, "batch": batch, "width": width, "kv_len": kv_len, "block_size": block_of(step, width),
-            "median_ms": interval.median, "lo_ms": interval.lo, "hi_ms": interval.hi, "level": interval.level,
-            "rounds_ms": times}
+    return timing_row(step, width, batch, kv_len, median_interval(times), times)
 
 
 def device_name(device: str) -> str:

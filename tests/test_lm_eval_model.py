@@ -16,7 +16,7 @@ from oracles import TIE_BOUND, top2_gap
 from sbd_core.decode import BlockDecoder, DecodeConfig
 from sbd_core.benchmarks import get_benchmark
 from sbd_core.benchmarks.lm_eval_task import write_lm_eval_task
-from sbd_core.evaluation.lm_eval_model import ReplayLM, SBDLM, coerce_solver_params
+from sbd_core.lm_eval_adapter.model import ReplayLM, SBDLM, coerce_solver_params
 from sbd_core.mask_token import setup_mask_token
 from sbd_core.peers import PeerDecoder
 from sbd_core.solvers import get_solver
@@ -70,7 +70,7 @@ def test_registry_names_and_builtins_still_visible():
 
 def test_lm_eval_does_not_discover_entry_points():
     code = ("import lm_eval.api.registry as r, lm_eval.models; "
-            "print('sbd' in r.model_registry, 'sbd_core.evaluation.lm_eval_model' in __import__('sys').modules)")
+            "print('sbd' in r.model_registry, 'sbd_core.lm_eval_adapter.model' in __import__('sys').modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.split() == ["False", "False"]
 
@@ -270,7 +270,7 @@ def test_simple_evaluate_with_sbd_model_string(ckpt, lm, tmp_path):
 def test_lm_eval_command_line_runs_the_sbd_model(ckpt, tmp_path):
     problems = get_task("math").make_problems("test", 2, 0)
     task = synthetic_math_task(problems, tmp_path / "tasks")
-    cmd = [sys.executable, "-m", "sbd_core.evaluation.lm_eval_cli", "run", "--model", "sbd",
+    cmd = [sys.executable, "-m", "sbd_core.lm_eval_adapter.cli", "run", "--model", "sbd",
            "--model_args", f"pretrained={ckpt},solver=ntp,max_gen_toks=8",  # the workflow's name for NTP
            "--tasks", task, "--include_path", str(tmp_path / "tasks"), "--output_path", str(tmp_path / "out")]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, **OFFLINE})

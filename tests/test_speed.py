@@ -13,7 +13,8 @@ from sbd_core.cli import main
 from sbd_core.decode import BlockDecoder, DecodeConfig
 from sbd_core.io_utils import read_jsonl, write_jsonl_atomic
 from sbd_core.mask_token import setup_mask_token
-from sbd_core.pipeline.speed import TokenMismatch, forward_widths, run_speed
+from sbd_core.pipeline.speed import TokenMismatch, run_speed
+from sbd_core.records.generations import forward_widths
 from sbd_core.report.speed import row_speedups, speed_table
 from sbd_core.samplers import build_solver, sampler_spec
 

@@ -4,7 +4,7 @@ beside the speed stage's measurement on the same problems; and the plausibility 
 **Prediction.** A run's decode time at batch 1 on the speed stage's subset is predicted as the sum over its problems
 and forwards of the measured step time at the tokens the forward fed (``widths``: NTP 1, SBD k per forward and 2k in
 a forward that re-feeds the finished block; the engine records them per forward, or they are derived from the
-run's tokens and forwards, :func:`sbd_core.pipeline.speed.forward_widths`) and the problem's mean cache length
+run's tokens and forwards, :func:`sbd_core.records.generations.forward_widths`) and the problem's mean cache length
 (prompt + half its tokens); the predicted speedup is the NTP arm's predicted time over the run's. For the paper's
 same-length case this is eq. 16, ``k T(1) / (T(2k) + (l - 1) T(k))``. It is computed once per time(k) round (every
 step of a round measured in the same spell of the machine), so it has a median and an interval over rounds like the

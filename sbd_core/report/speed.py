@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import UserError
-from ..io_utils import read_json_object
+from ..records.speed import read_speed
 from ..rounds import NAN_INTERVAL, RoundInterval, interval_text, paired_ratio, ratio_words
 
 SPEED_KEYS = ["model", "benchmark", "objective", "train_seed", "train_steps", "sampler"]
@@ -31,21 +31,9 @@ SPEED_COLUMNS = ["wall_speedup_lo", "wall_speedup_hi", "wall_words", "latency_sp
                  "tokens_per_s", "speed_level", "speed_rounds", "speed_problems", "speed_batch"]
 
 
-class SpeedFileError(UserError):
-    """A speed file is unreadable or does not follow the ``sbd_speed`` format."""
-
-
 def load_speeds(paths) -> list[dict]:
-    """The speed stage's files, each checked for the fields the report reads."""
-    docs = []
-    for path in paths or ():
-        doc = read_json_object(path, "speed file", SpeedFileError)
-        if doc.get("kind") != "sbd_speed" or not isinstance(doc.get("rows"), list) or not isinstance(
-                doc.get("runs"), list):
-            raise SpeedFileError(f"speed file {path}: not a file of the speed stage (kind sbd_speed with rows and "
-                                 "runs)")
-        docs.append({**doc, "path": str(path)})
-    return docs
+    """The speed stage's files, each checked for the fields the report reads (:mod:`sbd_core.records.speed`)."""
+    return [read_speed(path) for path in paths or ()]
 
 
 def round_times(doc: dict, prefill: bool = False) -> dict[tuple[str, int], list[float]]:

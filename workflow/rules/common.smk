@@ -10,6 +10,7 @@ from sbd_core.benchmarks import get_benchmark
 from sbd_core.decode_config import DecodeConfig
 from sbd_core.launch import LaunchSettings
 from sbd_core.pipeline.arms import ARM_KEYS, plan_arms, trained_arms, trainer_spec
+from sbd_core.pipeline import plan
 from sbd_core.pipeline.plan import check_layout, train_config
 from sbd_core.report import FIGURE1_BENCHMARK, figure1_stem
 from sbd_core.report.plan import planned_figures
@@ -175,44 +176,24 @@ if UNSET_CLUSTER_SETTINGS:
 
 
 def samplers_of(objective):
-    """The samplers an arm is decoded with: the NTP arm with NTP decoding and the training-free peers (generate on the
-    NTP model); every other arm with NTP decoding and every block solver, never a peer; decode.restrict names a
-    sublist instead (the NTP arm's keeps ntp, its baseline)."""
-    own = [t for t in SAMPLERS if t == NTP or (t in PEERS) == (objective == "ntp")]
-    chosen = config["decode"].get("restrict", {}).get(objective, own)
-    unknown = sorted(set(chosen) - set(SAMPLERS))
-    if unknown:
-        raise WorkflowError(f"config error: decode.restrict.{objective} names {unknown}, not among decode.samplers "
-                            f"({sorted(SAMPLERS)})")
-    foreign = sorted(set(chosen) - set(own))
-    if foreign:
-        raise WorkflowError(f"config error: decode.restrict.{objective} names {foreign}: the peers ({PEERS}) decode the "
-                            "NTP arm only, the block solvers every other arm")
-    if objective == "ntp" and NTP not in chosen:
-        raise WorkflowError("config error: decode.restrict.ntp must include ntp (the baseline every speedup is measured "
-                            "against)")
-    return chosen
+    """The samplers an arm is decoded with (sbd_core.pipeline.plan.samplers_of; decode.restrict checked there)."""
+    return _checked(plan.samplers_of, objective, list(SAMPLERS), PEERS, config["decode"].get("restrict", {}))
 
 
 def runs():
     """(model, arm, sampler) of every decode run."""
-    return [(m, name, s) for m in MODELS for name, arm in ARMS.items() for s in samplers_of(arm.objective)]
+    return plan.runs(MODELS, ARMS, samplers_of)
 
 
 def speed_rows(wildcards):
-    """The decode runs one speed job times (sbd_core.pipeline.speed): every (arm, sampler) of the model, with its
-    model, identity and generations on the benchmark."""
-    return [{"arm": a, "model": f"{RUN}/models/{m}/{a}", "objective": ARMS[a].objective, "train_seed": ARMS[a].seed,
-             "train_steps": ARMS[a].train_steps(config["finetune"]["max_steps"]), "sampler": s,
-             "sampler_spec": SAMPLERS[s], "generations": f"{RUN}/generations/{m}/{a}/{s}/{wildcards.benchmark}.jsonl"}
-            for m, a, s in runs() if m == wildcards.model]
+    """The decode runs one speed job times (sbd_core.pipeline.plan.speed_rows)."""
+    return plan.speed_rows(RUN, wildcards.model, wildcards.benchmark, runs(), ARMS, SAMPLERS,
+                           config["finetune"]["max_steps"])
 
 
 def score_names(wildcards):
-    """What a score file says about its run: model, objective, fine-tune seed, training steps and sampler."""
-    arm = ARMS[wildcards.arm]
-    return {"model": wildcards.model, "objective": arm.objective, "sampler": wildcards.sampler,
-            "train_seed": arm.seed, "train_steps": arm.train_steps(config["finetune"]["max_steps"])}
+    """What a score file says about its run (sbd_core.pipeline.plan.run_names)."""
+    return plan.run_names(wildcards.model, ARMS[wildcards.arm], wildcards.sampler, config["finetune"]["max_steps"])
 
 
 SCORE_FILES = [f"{RUN}/scores/{m}/{a}/{s}/{b}.json" for m, a, s in runs() for b in BENCHMARKS]

@@ -15,7 +15,7 @@ several programs: ``sbd_core.benchmarks.lcbv6`` grades each and computes pass@k.
 * each test has ``test_timeout_s`` (lcb_runner: 6 s) of wall time; a program that does not load, raises or times
   out fails.
 
-The programs run in the code sandbox (``sandbox.py``; the sandbox side, lcb_runner's harness, is ``lcb_child.py``):
+The programs run in the code sandbox (``pool.py``; the sandbox side, lcb_runner's harness, is ``lcb_child.py``):
 each problem is one request to a sandboxed worker, the candidate's process never sees an expected output, and what it
 printed or returned comes back as plain data and is compared here. Problems are prepared one at a time as workers free
 up and judged as their runs end, so the decompressed tests of only a few problems are in memory at once.
@@ -39,12 +39,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from sbd_core.evaluation import limits
+from sbd_core.sandbox import limits
 
 from .lcb_child import INT_MAX_STR_DIGITS
 from .lcb_tests import LcbDataError, load_tests
 from .plain_data import Digest, encode
-from .sandbox import SandboxSettings, detect_isolation, parse_report, run_requests
+from .pool import SandboxSettings, detect_isolation, parse_report, run_requests
 
 __all__ = ["evaluate_lcb", "stdin_output_matches", "PASSED", "WRONG_ANSWER",
            "TIME_LIMIT_EXCEEDED", "RUNTIME_ERROR", "NO_CODE", "TEST_ERROR"]

@@ -1,6 +1,6 @@
 """The lm-eval model ``sbd-replay``: stored completions scored by lm-eval's own task code without decoding again.
 
-Its own module, apart from :mod:`sbd_core.evaluation.lm_eval_model`'s decoding model, so that a score job imports no
+Its own module, apart from :mod:`sbd_core.lm_eval_adapter.model`'s decoding model, so that a score job imports no
 model code (torch, transformers and the decoders cost a score job about 7 seconds of start-up).
 Importing it registers the name and imports ``lm_eval.models`` first: lm-eval's ``get_model`` only loads its built-in
 model table when the registry is empty, so registering ours first would otherwise hide ``hf`` & co.
@@ -14,8 +14,10 @@ import lm_eval.models  # noqa: F401  (see module doc: keeps lm-eval's built-in m
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
-from sbd_core.benchmarks.base import problem_id, read_generations
 from sbd_core.generation import cut_at_stop
+from sbd_core.records.generations import read_generations
+
+from .base import problem_id
 
 __all__ = ["MissingGenerationError", "ReplayLM", "request_id", "stop_strings"]
 

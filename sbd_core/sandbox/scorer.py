@@ -1,6 +1,6 @@
 """``evaluate_code``: pass@1 of one sample per problem on HumanEval+ or MBPP+, judged outside the sample's process.
 
-Two phases, each on its own pool of sandboxed workers (``sandbox.py``), so no process that runs a sample ever
+Two phases, each on its own pool of sandboxed workers (``pool.py``), so no process that runs a sample ever
 held an expected output:
 
 1. reference: every problem's ``prompt + canonical_solution`` runs on its base and plus inputs (timed per input,
@@ -27,13 +27,13 @@ from typing import Any, Mapping, Sequence
 
 from evalplus.config import DEFAULT_GT_TIME_LIMIT_FACTOR, DEFAULT_MIN_TIME_LIMIT
 
-from sbd_core.evaluation import limits
+from sbd_core.sandbox import limits
 from sbd_core.io_utils import write_json_atomic
 
 from . import problems as schema
 from .oracle import RunReport, input_set_status, output_matches
 from .plain_data import Unserialisable, encode
-from .sandbox import SandboxSettings, detect_isolation, parse_report, run_requests
+from .pool import SandboxSettings, detect_isolation, parse_report, run_requests
 
 __all__ = ["evaluate_code", "MISSING_STATUS", "INPUT_SETS"]
 

@@ -1,7 +1,7 @@
 """Build the sandbox's file system view and drop privileges; runs inside fresh Linux namespaces.
 
 The sandbox worker is started as ``unshare --user --map-root-user --mount --pid --fork --kill-child --net --ipc
---uts`` (see ``sandbox.py``), so it is process 1 of a new PID namespace and root *inside* a new user namespace,
+--uts`` (see ``pool.py``), so it is process 1 of a new PID namespace and root *inside* a new user namespace,
 which lets it mount file systems in its own mount namespace (invisible to the host). ``enter_jail`` then
 
 1. mounts a small tmpfs on ``root`` (an empty host directory) and builds there a minimal tree:

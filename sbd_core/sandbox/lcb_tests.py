@@ -26,7 +26,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from sbd_core.evaluation.limits import LCB_MAX_TESTS_BYTES
+from sbd_core.sandbox.limits import LCB_MAX_TESTS_BYTES
 
 __all__ = ["LcbDataError", "LcbTests", "TEST_TYPES", "pickled_string", "inflate", "load_tests"]
 

@@ -1,6 +1,6 @@
 """Sandbox worker: runs one program on a list of inputs per request, each in a fresh forked child.
 
-Started by ``sandbox.py`` as ``python -s -B worker.py '<json config>'`` (inside the namespaces when jailed; see
+Started by ``pool.py`` as ``python -s -B worker.py '<json config>'`` (inside the namespaces when jailed; see
 ``jail.py``). It imports what children need, enters the jail, prints one *ready* line (JSON, with the results of
 its self-checks) and then serves requests from stdin, one at a time:
 

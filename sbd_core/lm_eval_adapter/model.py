@@ -11,7 +11,7 @@
   :func:`sbd_core.benchmarks.chat.render_chat`, the function the benchmarks' ``prompt()`` uses, so lm-eval and the
   DAG's decode stage hand the model byte-identical prompts; a context that already starts with the BOS token (a
   rendered chat) is encoded without adding another, as lm-eval's HF model does.
-* ``ReplayLM`` (registered as ``"sbd-replay"``, :mod:`sbd_core.evaluation.replay`, imported here) answers
+* ``ReplayLM`` (registered as ``"sbd-replay"``, :mod:`sbd_core.benchmarks.replay`, imported here) answers
   ``generate_until`` from stored completions looked up by problem id, so stored generations are scored by lm-eval
   without decoding again.
 
@@ -35,7 +35,7 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from sbd_core import checkpoint
 from sbd_core.benchmarks.chat import add_special_tokens_for, render_chat
 from sbd_core.decode import DecodeConfig
-from sbd_core.evaluation.replay import MissingGenerationError, ReplayLM, request_id, stop_strings
+from sbd_core.benchmarks.replay import MissingGenerationError, ReplayLM, request_id, stop_strings
 from sbd_core.mask_token import mask_token_id
 from sbd_core.samplers import (PEER_MODE, build_decoder, build_solver, decode_mode, describe_samplers, sampler_name,
                                sampler_spec)

@@ -3,7 +3,7 @@
 lm-eval 0.4.13 has no plugin hook for models, so ``lm-eval run --model sbd`` alone cannot find ours. This module
 imports the registration and hands the arguments to lm-eval's CLI unchanged:
 
-    python -m sbd_core.evaluation.lm_eval_cli run --model sbd \\
+    python -m sbd_core.lm_eval_adapter.cli run --model sbd \\
         --model_args pretrained=results/embedded/models/tiny-llama/sbd,solver=eb,gamma=0.1,block_size=16 \\
         --tasks gsm8k --batch_size 8
 """
