@@ -12,8 +12,8 @@ from sbd_core.launch import LaunchSettings
 from sbd_core.pipeline.arms import ARM_KEYS, plan_arms, trained_arms, trainer_spec
 from sbd_core.pipeline import plan
 from sbd_core.pipeline.plan import check_layout, train_config
-from sbd_core.report import FIGURE1_BENCHMARK, figure1_stem
-from sbd_core.report.plan import planned_figures
+from sbd_core.report.outputs import (TABLE2, FIGURE1_BENCHMARK, figure1_stem, figure_files, planned_figures,
+                                     report_files, speedup_stem)
 from sbd_core.samplers import NTP, PEER_MODE, expand_samplers
 from sbd_core.settings import RuntimeSettings, SpeedSettings, StatsSettings, TimingSettings, from_section
 from sbd_core.training_data import MixSpec, get_source
@@ -207,15 +207,12 @@ TIMING_FILES = [f"{RUN}/timing/{m}.json" for m in MODELS] if TIMING.enabled else
 SPEED = _checked(from_section, SpeedSettings, config.get("speed"), "speed")
 SPEED_FILES = [f"{RUN}/speed/{m}/{b}.json" for m in MODELS for b in BENCHMARKS] if SPEED.enabled else []
 REPORT_DIR = f"{RUN}/report"
-REPORT_TABLES = ["summary.csv", "table1.csv", "table1.md", "table1.tex", "report.md", "provenance.json"]
 # the paper's Figure 1, one per model, when its benchmark (LiveCodeBench) is run
-FIGURE1_FILES = [f"{REPORT_DIR}/{figure1_stem(m)}.{ext}" for m in MODELS for ext in ("png", "pdf")
+FIGURE1_FILES = [f"{REPORT_DIR}/{name}" for m in MODELS for name in figure_files(figure1_stem(m))
                  if FIGURE1_BENCHMARK in BENCHMARKS]
 # Figures 5, 12, 13: those whose solver families the SBD arm is decoded with (the report draws the same ones)
 PAPER_FIGURES = planned_figures(SAMPLERS[s]["family"] for s in samplers_of("sbd")) if "sbd" in OBJECTIVES else []
-REPORT_FILES = [f"{REPORT_DIR}/{name}" for name in REPORT_TABLES] + [
-    f"{REPORT_DIR}/speedup_{b}.{ext}" for b in BENCHMARKS for ext in ("png", "pdf")
-] + FIGURE1_FILES + [f"{REPORT_DIR}/{stem}.{ext}" for stem in PAPER_FIGURES for ext in ("png", "pdf")]
+REPORT_FILES = [f"{REPORT_DIR}/{name}" for name in report_files(MODELS, BENCHMARKS, PAPER_FIGURES)]
 
 
 wildcard_constraints:

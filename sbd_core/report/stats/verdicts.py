@@ -1,33 +1,7 @@
-"""One verdict procedure for a run against the NTP arm on the same problems: the paired interval, its p values and
-the words all come from Newcombe's score interval for the difference of two paired proportions (docs/statistics.md).
-
-**The interval** (Newcombe 1998, "Improved confidence intervals for the difference between binomial proportions
-based on paired data", Stat Med 17:2635-2650, method 10). A paired table: ``both`` right, ``row_only`` (the run right,
-the NTP arm wrong), ``base_only`` (the reverse), ``neither``; n problems; p1 = (both + row_only) / n (the run), p2 =
-(both + base_only) / n (the NTP arm), D = p1 - p2. With (l1, u1), (l2, u2) the Wilson intervals of p1 and p2 and the
-correlation phi = C / sqrt((a+b)(c+d)(a+c)(b+d)) of the table (a..d: both, row_only, base_only, neither; C = ad - bc
-- n/2 when ad - bc > n/2, ad - bc when it is negative, 0 otherwise; phi = 0 when a margin is empty):
-
-    lower = D - sqrt((p1 - l1)^2 - 2 phi (p1 - l1)(u2 - p2) + (u2 - p2)^2)
-    upper = D + sqrt((u1 - p1)^2 - 2 phi (u1 - p1)(p2 - l2) + (p2 - l2)^2)
-
-It never collapses: with every problem right on both sides it is +-z^2 / (n + z^2) (+-0.38 points at n = 1,000), and
-with one problem it is wide. Problems that are not independent (families, several seeds) enter as ``n / deff``
-effective problems with a t quantile (:class:`.stats.Design`).
-
-**The words** at ``confidence`` 1 - alpha: *lower* / *higher* when the interval excludes 0; *equivalent* when it lies
-inside (-margin, +margin) (both one-sided tests of a difference beyond the margin reject at alpha / 2: the two
-one-sided tests, Schuirmann 1987, with the interval the report prints); both can hold (*equivalent, lower*: a
-difference resolved and smaller than the margin); *inconclusive* when neither holds.
-
-**The p values** are the interval's duals: ``p_diff`` is the least alpha at which the (1 - alpha) interval excludes 0,
-``p_equiv`` the least alpha at which it lies inside the margin (the intervals are nested in alpha, so the claim holds
-exactly when p < alpha). Words and p cannot disagree: the words are read from the p values.
-
-**Several comparisons in one table**: Holm's (1979) step-down correction, separately over the table's tests of a
-difference and its tests of equivalence; the words follow the adjusted p values (a cell whose interval excludes 0 can
-read *inconclusive* when its adjusted p is not below alpha; the table's note says so).
-"""
+"""One verdict procedure for a run against the NTP arm on the same problems: Newcombe's paired score interval (method
+10), its dual p values of a difference and of equivalence, Holm's correction and the words read from the p values, so
+interval, p and words cannot disagree. The method and its references: docs/statistics.md (difference to the NTP
+arm)."""
 
 from __future__ import annotations
 
@@ -37,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from .stats import INDEPENDENT, Design, wilson_bounds
+from .estimates import INDEPENDENT, Design, wilson_bounds
 
 EQUIVALENT, LOWER, HIGHER, INCONCLUSIVE = "equivalent", "lower", "higher", "inconclusive"
 _MAX_CRITICAL = 40.0  # a claim that survives a 40-sigma interval has p < 1e-300

@@ -1,21 +1,6 @@
-"""The report's arithmetic of uncertainty (docs/statistics.md): single proportions, design effects, the bootstrap of
-cost ratios and the problems a task needs. The verdicts on differences are :mod:`.verdicts`.
-
-* **Accuracy**: the Wilson score interval of k correct out of n problems, which does not collapse at 0% or 100%
-  (200/200 correct: [98.1, 100], where a bootstrap percentile interval is the point 100).
-* **Dependent problems** (a task whose problems come in families, several fine-tune seeds): a design effect ``deff``
-  (Kish 1965: the variance of the estimate over its variance if every problem were independent) and the degrees of
-  freedom of that variance. A score interval then uses ``n / deff`` effective problems (Rao and Scott 1992; Kott and
-  Carr 1997 for the Wilson interval) and a Student t quantile on those degrees of freedom in place of z (Korn and
-  Graubard 1998). The variance is two-level (:func:`design_effect`): the between-seed variance of the seeds' means,
-  plus the problems' variance taken over families (a cluster-robust sandwich: Liang and Zeger 1986, with the
-  G / (G - 1) factor) net of the seed-by-problem noise the seeds' part holds already (the crossed random-effects
-  decomposition), on the fewer degrees of freedom of the two parts.
-* **Speedups**: a bootstrap of the problems (of whole families where a task has them: the cluster bootstrap), the
-  ratio of totals recomputed on each resample; percentile interval. Fixed seed: the same intervals on every rerun.
-* **Problems needed**: to resolve a difference ``delta`` (McNemar's sample size, Connor 1987) and to show
-  equivalence within a margin when the true difference is 0 (the same normal approximation with both one-sided tests).
-"""
+"""The report's arithmetic of uncertainty: Wilson intervals of single proportions, design effects of families and
+seeds, the bootstrap of cost ratios and the problems a task needs; the verdicts on differences are :mod:`.verdicts`.
+The method and its references: docs/statistics.md."""
 
 from __future__ import annotations
 
