@@ -13,13 +13,14 @@ from lm_eval.api.instance import Instance
 
 from conftest import char_tokenizer, tiny_model
 from oracles import TIE_BOUND, top2_gap
-from sbd_core.decode import BlockDecoder, DecodeConfig
+from sbd_core.decode_config import DecodeConfig
+from sbd_core.decoding.factory import make_block_decoder
 from sbd_core.benchmarks import get_benchmark
 from sbd_core.benchmarks.lm_eval_task import write_lm_eval_task
 from sbd_core.evaluation.lm_eval_model import ReplayLM, SBDLM, coerce_solver_params
 from sbd_core.mask_token import setup_mask_token
-from sbd_core.peers import PeerDecoder
-from sbd_core.solvers import get_solver
+from sbd_core.decoding.peers import PeerDecoder
+from sbd_core.decoding.solvers import get_solver
 from sbd_core.tasks import get_task
 
 OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
@@ -165,7 +166,7 @@ def test_generate_until_equals_block_decoder(ckpt, lm, mode):
 
     def decode(ps, stops, max_new):
         config = DecodeConfig(mode=mode, block_size=4, max_new_tokens=max_new, stop_strings=stops, batch_size=2)
-        return BlockDecoder(model.model, model.tokenizer, config, solver).generate(ps)
+        return make_block_decoder(model.model, model.tokenizer, config, solver).generate(ps)
 
     free = decode(prompts[:2], (), 12)
     stop = free[0].text[5]  # a character the first completion really produces: the cut must take effect
@@ -261,7 +262,7 @@ def test_simple_evaluate_with_sbd_model_string(ckpt, lm, tmp_path):
     assert [s["arguments"][0][0] for s in samples] == prompts
     # batch_size=1 on both sides: each prompt is decoded alone, the same float operations whatever order lm-eval uses
     config = DecodeConfig(block_size=4, max_new_tokens=8, stop_strings=get_task("math").stop_sequences, batch_size=1)
-    ref = BlockDecoder(lm.model, lm.tokenizer, config, get_solver("eb", gamma=0.1)).generate(prompts)
+    ref = make_block_decoder(lm.model, lm.tokenizer, config, get_solver("eb", gamma=0.1)).generate(prompts)
     assert [s["resps"][0][0] for s in samples] == [g.text for g in ref]
     assert res["results"][task]["exact_match,none"] == 0.0  # random weights never write "#### N"
 

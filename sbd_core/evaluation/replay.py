@@ -15,7 +15,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
 from sbd_core.benchmarks.base import problem_id, read_generations
-from sbd_core.generation import cut_at_stop
+from sbd_core.decoding.setup import cut_at_stop
 
 __all__ = ["MissingGenerationError", "ReplayLM", "request_id", "stop_strings"]
 

@@ -1,4 +1,4 @@
-"""Lossless rows (``verify``, :mod:`sbd_core.verify`): every verified run checked against its arm's NTP decoding,
+"""Lossless rows (``verify``, :mod:`sbd_core.decoding.verify`): every verified run checked against its arm's NTP decoding,
 problem by problem, and what verification cost.
 
 * Check: a run verified greedily must have written, for every problem, the tokens of the same arm's NTP-mode run

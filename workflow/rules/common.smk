@@ -13,7 +13,7 @@ from sbd_core.pipeline.arms import ARM_KEYS, plan_arms, trained_arms, trainer_sp
 from sbd_core.pipeline.plan import check_layout, train_config
 from sbd_core.report import FIGURE1_BENCHMARK, figure1_stem
 from sbd_core.report.plan import planned_figures
-from sbd_core.samplers import NTP, PEER_MODE, expand_samplers
+from sbd_core.samplers import NTP, Sampler, expand_samplers
 from sbd_core.settings import RuntimeSettings, SpeedSettings, StatsSettings, TimingSettings, from_section
 from sbd_core.training_data import MixSpec, get_source
 
@@ -44,7 +44,7 @@ ARMS = _checked(plan_arms, config["finetune"])
 TRAINED = trained_arms(ARMS)
 EVAL_STEPS = sorted({arm.step for arm in ARMS.values() if arm.step is not None})
 SAMPLERS = _checked(expand_samplers, config["decode"]["samplers"])
-PEERS = [tag for tag, spec in SAMPLERS.items() if spec["mode"] == PEER_MODE]  # training-free: the NTP arm's only
+PEERS = [tag for tag, spec in SAMPLERS.items() if Sampler.from_dict(spec).is_peer]  # training-free: the NTP arm's only
 if NTP not in SAMPLERS:
     raise WorkflowError(
         "config error: decode.samplers must include {solver: ntp} (the NTP baseline every speedup is measured against)"
