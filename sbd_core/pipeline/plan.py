@@ -1,6 +1,6 @@
 """What the workflow checks before any job runs, from the config alone: the fine-tuning settings
 (:func:`train_config`) and whether they can be laid out on the launch's processes (:func:`check_layout`). No torch
-import: Snakemake calls these while it parses the rules (:mod:`.training` re-exports them for its stages).
+import: Snakemake calls these while it parses the rules, and :mod:`.training`'s stages call them too.
 """
 
 from __future__ import annotations
