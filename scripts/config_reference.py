@@ -208,7 +208,7 @@ def registries() -> str:
                        "The settings each task takes and their defaults (`sbd_core.likelihood`)."),
         registry_table("Parameters per sampler (`decode.samplers[]`)", "parameter", samplers,
                        "The parameters each `solver` takes and their defaults (`sbd_core.samplers`, "
-                       "`sbd_core.decoding.solvers`); a list of values sweeps a parameter."),
+                       "`sbd_core.solver_rules`); a list of values sweeps a parameter."),
     ])
 
 
