@@ -105,12 +105,12 @@ def test_ntp_is_one_vocabulary(ckpt):
     """``solver=ntp`` (the workflow's name) and ``mode=ntp`` both mean NTP decoding; contradictions are errors."""
     for args in ({"solver": "ntp"}, {"mode": "ntp"}, {"mode": "ntp", "solver": "ntp"}):
         lm = SBDLM(str(ckpt), **args)
-        assert lm.mode == "ntp" and lm.sampler["tag"] == "ntp" and lm.sampler["family"] == "ntp"
+        assert lm.mode == "ntp" and lm.sampler.tag == "ntp" and lm.sampler.family == "ntp"
     sampled = SBDLM(str(ckpt), solver="ntp", temperature="0.7", seed="2").sampler
-    assert sampled["params"] == {"temperature": 0.7, "seed": 2} and sampled["tag"] == "ntp-t0.7-s2"
+    assert sampled.params == {"temperature": 0.7, "seed": 2} and sampled.tag == "ntp-t0.7-s2"
     default = SBDLM(str(ckpt))
-    assert (default.mode, default.sampler["tag"]) == ("sbd", "eb-entropy-g0.1")
-    assert SBDLM(str(ckpt), mode="sbd", solver="left_to_right").sampler["tag"] == "l2r-1"
+    assert (default.mode, default.sampler.tag) == ("sbd", "eb-entropy-g0.1")
+    assert SBDLM(str(ckpt), mode="sbd", solver="left_to_right").sampler.tag == "l2r-1"
     with pytest.raises(ValueError, match="mode='sbd' contradicts solver='ntp'"):
         SBDLM(str(ckpt), mode="sbd", solver="ntp")
     with pytest.raises(ValueError, match="mode='ntp' contradicts solver='eb'"):
@@ -125,8 +125,8 @@ def test_peers_answer_through_generate(ckpt):
     """``solver=hf_generate`` / ``solver=prompt_lookup`` (``mode=hf``): the training-free peers, decoded by
     :class:`PeerDecoder` with the request's stop strings and length."""
     lm = SBDLM(str(ckpt), mode="hf", solver="prompt_lookup", tokens="4", batch_size=2)
-    assert (lm.mode, lm.solver, lm.sampler["tag"]) == ("ntp", None, "prompt-lookup-4")
-    assert SBDLM(str(ckpt), solver="hf_generate").sampler["mode"] == "hf"
+    assert (lm.mode, lm.solver, lm.sampler.tag) == ("ntp", None, "prompt-lookup-4")
+    assert SBDLM(str(ckpt), solver="hf_generate").sampler.mode == "hf"
     prompts = ["Question: 12+3\nAnswer:", "hi"]
     config = DecodeConfig(mode="ntp", max_new_tokens=8, batch_size=2)
     free = PeerDecoder(lm.model, lm.tokenizer, config, lm.sampler).generate(prompts)
