@@ -138,7 +138,7 @@ def _pack(s):
 def _finetune(s):
     s.add_argument("--base", type=Path, required=True)
     s.add_argument("--data", type=Path, required=True, help="the pack stage's folder")
-    s.add_argument("--objective", required=True, help="ntp, sbd, ... (sbd_core.train.TrainConfig)")
+    s.add_argument("--objective", required=True, help="ntp, sbd, ... (sbd_core.train_config.TrainConfig)")
     s.add_argument("--spec", type=_json, required=True)
     s.add_argument("--runtime", type=_json, default={})
     s.add_argument("--nodes", type=int, default=1, help="nodes (more than one: inside a SLURM allocation)")

@@ -185,7 +185,7 @@ def check_agreement(bench, problems, settings, tok, lm_eval_results, work_dir):
 def test_sbd_model_renders_chats_and_encodes_one_bos(chat_ckpt, monkeypatch):
     """``SBDLM.apply_chat_template`` is the benchmarks' renderer; a rendered chat (which starts with BOS) is encoded
     without adding special tokens, a plain prompt with them; without a chat template the error says what to do."""
-    from sbd_core.decode import Generation
+    from sbd_core.decoding.setup import Generation
     from sbd_core.lm_eval_adapter import model as lm_eval_model
 
     lm = lm_eval_model.SBDLM(str(chat_ckpt), mode="ntp")
@@ -203,7 +203,7 @@ def test_sbd_model_renders_chats_and_encodes_one_bos(chat_ckpt, monkeypatch):
             seen.update({p: self.config.add_special_tokens for p in prompts})
             return [Generation("x", [5], 1, "length", 0.0) for _ in prompts]
 
-    monkeypatch.setattr(lm_eval_model, "build_decoder", Recorder)
+    monkeypatch.setattr(lm_eval_model, "make_decoder", Recorder)
     requests = [Instance("generate_until", {}, (text, {"max_gen_toks": 1}), 0) for text in (chat, "Question: 1")]
     assert lm.generate_until(requests, disable_tqdm=True) == ["x", "x"]
     assert seen == {chat: False, "Question: 1": True}

@@ -14,7 +14,7 @@ import lm_eval.models  # noqa: F401  (see module doc: keeps lm-eval's built-in m
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
-from sbd_core.generation import cut_at_stop
+from sbd_core.decoding.setup import cut_at_stop
 from sbd_core.records.generations import read_generations
 
 from .base import problem_id

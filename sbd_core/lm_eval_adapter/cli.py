@@ -8,7 +8,7 @@ imports the registration and hands the arguments to lm-eval's CLI unchanged:
         --tasks gsm8k --batch_size 8
 """
 
-from . import lm_eval_model  # noqa: F401  (registers "sbd" and "sbd-replay")
+from . import model  # noqa: F401  (registers "sbd" and "sbd-replay")
 
 
 def main() -> None:

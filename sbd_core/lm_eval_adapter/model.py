@@ -1,8 +1,9 @@
-"""lm-eval 0.4.13 model adapters: ``sbd`` (decode with :class:`~sbd_core.decode.BlockDecoder`) and ``sbd-replay``.
+"""lm-eval 0.4.13 model adapters: ``sbd`` (decode with :func:`~sbd_core.decoding.factory.make_decoder`) and
+``sbd-replay``.
 
 * ``SBDLM`` (registered as ``"sbd"``) loads a checkpoint and answers ``generate_until`` requests with SBD block
   decoding, NTP decoding with ``solver=ntp`` (``mode=ntp`` says the same), or a training-free peer with
-  ``solver=hf_generate`` / ``solver=prompt_lookup`` (Hugging Face ``generate``, :mod:`sbd_core.peers`). Sampler parameters come through
+  ``solver=hf_generate`` / ``solver=prompt_lookup`` (Hugging Face ``generate``, :mod:`sbd_core.decoding.peers`). Sampler parameters come through
   lm-eval's ``model_args`` string, e.g. ``"pretrained=/ckpt,solver=eb,gamma=0.1,block_size=4"``; they are converted to
   the types of the sampler's defaults (``describe_samplers()``, the vocabulary of the workflow config).
   ``loglikelihood`` / ``loglikelihood_rolling`` score with the plain causal NTP logits (SBD eq. 9a): one
@@ -34,11 +35,11 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from sbd_core import checkpoint
 from sbd_core.benchmarks.chat import add_special_tokens_for, render_chat
-from sbd_core.decode import DecodeConfig
 from sbd_core.benchmarks.replay import MissingGenerationError, ReplayLM, request_id, stop_strings
+from sbd_core.decode_config import DecodeConfig
+from sbd_core.decoding.factory import make_decoder, make_solver
 from sbd_core.mask_token import mask_token_id
-from sbd_core.samplers import (PEER_MODE, build_decoder, build_solver, decode_mode, describe_samplers, sampler_name,
-                               sampler_spec)
+from sbd_core.samplers import describe_samplers, make_sampler, sampler_name
 
 __all__ = ["SBDLM", "ReplayLM", "MissingGenerationError", "coerce_solver_params", "request_id"]
 
@@ -150,9 +151,9 @@ class SBDLM(LM):
         or typed) settings."""
         super().__init__()
         name = sampler_name(mode, solver)
-        self.sampler = sampler_spec(name, **coerce_solver_params(name, solver_params))
-        self.mode = decode_mode(self.sampler)  # a peer (mode hf) decodes one causal stream, as NTP decoding does
-        self.solver = None if self.sampler["mode"] == PEER_MODE else build_solver(self.sampler)  # peers: generate
+        self.sampler = make_sampler(name, **coerce_solver_params(name, solver_params))
+        self.mode = self.sampler.decode_mode  # a peer (mode hf) decodes one causal stream, as NTP decoding does
+        self.solver = None if self.sampler.is_peer else make_solver(self.sampler)  # peers: generate
         self.block_size = _to_int("block_size", block_size)
         self.batch_size = _to_int("batch_size", batch_size)
         self.max_gen_toks = _to_int("max_gen_toks", max_gen_toks)
@@ -249,7 +250,7 @@ class SBDLM(LM):
         for (stops, max_new, special), rows in groups.items():
             config = DecodeConfig(mode=self.mode, block_size=self.block_size, max_new_tokens=max_new,
                                   stop_strings=stops, batch_size=self.batch_size, add_special_tokens=special)
-            decoder = build_decoder(self.model, self.tokenizer, config, self.sampler)
+            decoder = make_decoder(self.model, self.tokenizer, config, self.sampler)
             gens = decoder.generate([requests[i].args[0] for i in rows], progress=not disable_tqdm)
             for i, gen in zip(rows, gens):
                 texts[i] = gen.text

@@ -56,7 +56,7 @@ _SET_BY_THE_STAGE = ("mode", "max_new_tokens", "stop_strings", "add_special_toke
 def decode_options(decode_spec: dict | None) -> dict:
     """The decode spec (the config's ``decode`` section without the samplers) as DecodeConfig keys, checked:
     UserError naming an unknown key (with the allowed ones) or a bad value."""
-    from ..decode import DecodeConfig
+    from ..decode_config import DecodeConfig
 
     options = dict(decode_spec or {})
     allowed = sorted({f.name for f in fields(DecodeConfig)} - set(_SET_BY_THE_STAGE))
@@ -71,7 +71,7 @@ def decode_options(decode_spec: dict | None) -> dict:
 
 def decode_config(bench, settings, sampler_spec: dict, options: dict, prompts: list[str], tokenizer):
     """The DecodeConfig a sampler decodes a benchmark's ``prompts`` with (the decode and the speed stage: the same)."""
-    from ..decode import DecodeConfig
+    from ..decode_config import DecodeConfig
     from ..samplers import decode_mode
 
     max_new_tokens, stops = bench.generation(settings)
@@ -82,10 +82,10 @@ def decode_config(bench, settings, sampler_spec: dict, options: dict, prompts: l
 def checked_decoder(model, tokenizer, config, sampler_spec: dict, model_dir: Path):
     """The sampler's decoder on a loaded model; UserError naming the model where it cannot decode that way (SBD
     decoding of a checkpoint without a mask token)."""
-    from ..samplers import build_decoder
+    from ..decoding.factory import make_decoder
 
     with user_input(f"model {model_dir}"):
-        return build_decoder(model, tokenizer, config, sampler_spec)  # the spec's mode picks it (a peer: generate)
+        return make_decoder(model, tokenizer, config, sampler_spec)  # the spec's mode picks it (a peer: generate)
 
 
 def run_decode(model_dir: Path, benchmark: str, benchmark_settings: dict | None, test_file: Path, sampler_spec: dict,

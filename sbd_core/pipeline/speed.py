@@ -42,8 +42,9 @@ from ..errors import UserError
 from ..provenance import provenance
 from ..records.generations import forward_widths, read_records
 from ..records.speed import speed_document, speed_problem, speed_row, timed_run, write_speed
+from ..report.keys import is_baseline
 from ..rounds import round_orders
-from ..samplers import NTP, checked_sampler
+from ..samplers import checked_sampler
 from ..settings import RuntimeSettings, SpeedSettings, from_section
 from ..timing import device_name, synchronize
 from .evaluation import checked_decoder, decode_config, decode_options
@@ -78,7 +79,7 @@ class Row:
 
     @property
     def is_baseline(self) -> bool:
-        return self.objective == "ntp" and self.sampler == NTP
+        return bool(is_baseline({"objective": self.objective, "sampler": self.sampler}))
 
     @property
     def sampling(self) -> bool:

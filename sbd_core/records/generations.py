@@ -4,9 +4,9 @@ the score stage, the speed stage and the benchmarks' scorers. This module owns i
 
 A record: ``{"id", "prompt", "completion", "token_ids", "num_tokens", "nfe", "tokens_per_forward", "stop_reason",
 "wall_time_s", "prompt_tokens", "widths", "blocks"}`` (``widths``: per forward counted in ``nfe``, the tokens the row
-fed, :attr:`sbd_core.generation.Generation.widths`; ``blocks``: the blocks the decoder started, :func:`blocks_of`); a
+fed, :attr:`sbd_core.decoding.setup.Generation.widths`; ``blocks``: the blocks the decoder started, :func:`blocks_of`); a
 verified run adds ``accepted`` and ``drafted`` (per draft, the tokens NTP mode kept and the tokens checked,
-:mod:`sbd_core.verify`). A file for scoring only needs ``{"id": <problem id>, "completion": "<text after the
+:mod:`sbd_core.decoding.verify`). A file for scoring only needs ``{"id": <problem id>, "completion": "<text after the
 prompt>"}`` (``task_id`` is accepted for ``id``), each id once; a benchmark that scores several samples per problem
 (LiveCodeBench) also accepts ``{"id": ..., "completions": ["...", ...]}``. Files written before ``blocks`` (or
 ``widths``) was recorded are still read: :func:`record_blocks` and :func:`forward_widths` derive them.
@@ -38,7 +38,7 @@ def blocks_of(num_tokens: int, block_size: int, mode: str) -> int:
 
 
 def generation_record(problem_id, prompt: str, generation, prompt_tokens: int, block_size: int, mode: str) -> dict:
-    """The record of one decoded problem (``generation``: a :class:`sbd_core.generation.Generation`)."""
+    """The record of one decoded problem (``generation``: a :class:`sbd_core.decoding.setup.Generation`)."""
     verified = {} if generation.accepted is None else {"accepted": generation.accepted, "drafted": generation.drafted}
     return {"id": problem_id, "prompt": prompt, "completion": generation.text, "token_ids": generation.token_ids,
             "num_tokens": generation.num_tokens, "nfe": generation.nfe,

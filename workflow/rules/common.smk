@@ -14,7 +14,7 @@ from sbd_core.pipeline import plan
 from sbd_core.pipeline.plan import check_layout, train_config
 from sbd_core.report.outputs import (TABLE2, FIGURE1_BENCHMARK, figure1_stem, figure_files, planned_figures,
                                      report_files, speedup_stem)
-from sbd_core.samplers import NTP, PEER_MODE, expand_samplers
+from sbd_core.samplers import NTP, Sampler, expand_samplers
 from sbd_core.settings import RuntimeSettings, SpeedSettings, StatsSettings, TimingSettings, from_section
 from sbd_core.training_data import MixSpec, get_source
 
@@ -45,7 +45,7 @@ ARMS = _checked(plan_arms, config["finetune"])
 TRAINED = trained_arms(ARMS)
 EVAL_STEPS = sorted({arm.step for arm in ARMS.values() if arm.step is not None})
 SAMPLERS = _checked(expand_samplers, config["decode"]["samplers"])
-PEERS = [tag for tag, spec in SAMPLERS.items() if spec["mode"] == PEER_MODE]  # training-free: the NTP arm's only
+PEERS = [tag for tag, spec in SAMPLERS.items() if Sampler.from_dict(spec).is_peer]  # training-free: the NTP arm's only
 if NTP not in SAMPLERS:
     raise WorkflowError(
         "config error: decode.samplers must include {solver: ntp} (the NTP baseline every speedup is measured against)"

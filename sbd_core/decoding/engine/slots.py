@@ -1,19 +1,6 @@
-"""The engine's per-row decoding state on the device, and one forward's step: its ragged tokens, the forward, the
-solver and the bookkeeping (SBD and NTP mode).
-
-Every row ("slot") moves on its own and feeds only its own tokens (:mod:`.attention`), in slot order:
-
-* SBD: its current block (``block_len`` positions, bidirectional), preceded, in the first forward of a block, by its
-  finished block re-fed causally (``k`` tokens; the rule: :mod:`sbd_core.decode`). After the forward the re-fed
-  block's keys are exact causal keys and the slot's cache length grows by ``k``; the block's own keys are overwritten
-  by the next write at the same positions.
-* NTP: its last token (a block of one, causal), whose logits give the next token.
-
-The solver, the EOS and length checks, the NFE count and the block bookkeeping all run on the device; one small
-status tensor per forward goes to the host (:class:`RowStatus` per slot, then the next forward's :class:`Shape`),
-which checks stop strings only for slots whose newly revealed tokens could end one (:func:`token_table`), collects
-finished rows and refills their slots. Stop rule and NFE: the reference decoder's (:mod:`sbd_core.decode`).
-"""
+"""The engine's per-row decoding state on the device (:class:`Slots`) and one forward's step: its ragged tokens, the
+forward, the solver and the bookkeeping (SBD and NTP mode), and what the host reads back (:func:`read_status`). How the
+engine runs and the rule it keeps are written in docs/engine.md."""
 
 from __future__ import annotations
 
@@ -43,6 +30,14 @@ class Shape(NamedTuple):
     span: int
 
 
+def read_status(packed: list[int], slots: int) -> tuple[list[RowStatus], Shape]:
+    """The host's read of one step (:meth:`Slots.step`'s output as a list): each slot's :class:`RowStatus`, then the
+    next forward's :class:`Shape`."""
+    size = len(RowStatus._fields)
+    statuses = [RowStatus(*packed[s * size:(s + 1) * size]) for s in range(slots)]
+    return statuses, Shape(*packed[slots * size:slots * size + len(Shape._fields)])
+
+
 def token_table(tokenizer, vocab_size: int, texts: tuple[str, ...], device) -> torch.Tensor | None:
     """[V] bool: token ids whose text could end one of the stop strings ``texts`` (None without stop strings).
 
@@ -66,8 +61,8 @@ def token_table(tokenizer, vocab_size: int, texts: tuple[str, ...], device) -> t
 class Slots:
     """Decoding state of ``slots`` rows (mode ``sbd`` with blocks of ``block_size``, or ``ntp``), allocated once.
 
-    ``excluded`` is the index of the ids never written (:func:`sbd_core.solvers.excluded_index`); ``capacity`` the most
-    tokens a row generates."""
+    ``excluded`` is the index of the ids never written (:func:`sbd_core.decoding.solvers.excluded_index`);
+    ``capacity`` the most tokens a row generates."""
 
     def __init__(self, slots: int, block_size: int, capacity: int, mode: str, mask_id: int | None, eos_table,
                  stop_table, excluded: torch.Tensor, solver, device):
@@ -100,6 +95,25 @@ class Slots:
         self.block_len[slots] = first
         self.block[slots] = last[:, None] if self.mode == "ntp" else self.mask_id
         self.masked[slots] = self.arange_k[None] < first[:, None]
+
+    def hold(self, length: int, room: int, refeed: bool) -> None:
+        """Put every slot in one state (the timing stage's steps): ``length`` cached keys, ``room`` new tokens, a fully
+        masked block of ``k``, its previous block waiting to be re-fed when ``refeed``."""
+        self.length.fill_(length)
+        self.room.fill_(room)
+        self.active.fill_(True)
+        self.block_len.fill_(self.k)
+        self.masked.fill_(True)
+        self.pending.fill_(refeed)
+
+    def snapshot(self) -> dict[str, torch.Tensor]:
+        """A copy of every state tensor, for :meth:`restore`."""
+        return {name: value.clone() for name, value in vars(self).items() if torch.is_tensor(value)}
+
+    def restore(self, saved: dict[str, torch.Tensor]) -> None:
+        """Put the state back as :meth:`snapshot` found it (in place: the buffers keep their addresses)."""
+        for name, value in saved.items():
+            getattr(self, name).copy_(value)
 
     def release(self, slots: list[int]) -> None:
         """Stop rows the host decided on (a stop string); their slots are free."""
@@ -196,7 +210,7 @@ class Slots:
 
     def _stops(self, block, fresh, prefix) -> torch.Tensor:
         """Slots whose newly revealed tokens ``fresh`` [S, k] of ``block`` hold EOS, or whose revealed ``prefix``
-        reached their room: they stop now (deactivated; the host finds where: :func:`sbd_core.generation.stop_point`)."""
+        reached their room: they stop now (deactivated; the host finds where: :meth:`.setup.DecodeSetup.stop`)."""
         stopped = self.active & ((self.eos_table[block] & fresh).any(1) | (prefix >= self.room))
         self.active.logical_and_(~stopped)
         self.length.mul_(self.active.long())

@@ -1,44 +1,16 @@
-"""Lossless SBD (``verify``): every block is checked against the same network's NTP mode, in the forward SBD already
-runs, so the output is NTP decoding's (greedy: token for token; sampled: in distribution) in fewer forwards.
-
-This is self-speculative decoding: the draft is the SBD block (the solver's reveals in the masked mode), the verifier
-the same model's causal NTP head, and verification is folded into the re-feed forward: the first forward of a block
-re-feeds the finished previous block causally (to write its exact keys/values), and the causal logits of those
-positions, which plain SBD throws away, are exactly what the check needs. Per row and forward:
-
-1. Feed ``[committed tokens not yet in the cache | the finished draft]`` causally and the new block (masks) in the same
-   forward. Draft token ``j`` is checked against the logit that predicts it: that of the fed position before it, or,
-   for the first fed position, the row's ``next_logits`` (the last causal logit of the previous forward, or of the
-   prefill).
-2. Greedy: keep the longest prefix that equals NTP's argmax; the first disagreeing token is replaced by NTP's choice
-   and the rest of the draft is dropped (its cache entries are masked off as keys: nothing reads them again), with the
-   block drafted in this forward (it was conditioned on dropped tokens); the row goes on from the corrected position.
-   The accepted positions' keys/values came from the causal re-feed, so they are exact already: nothing is recomputed.
-   Sampling: the speculative-sampling rule (:meth:`Verifier.check`).
-3. If the draft was accepted whole, the new block goes on, and its first position is set to NTP's own choice from the
-   last causal logit, for free: every block commits at least one token, and every forward that verifies commits >= 1.
-4. A draft that meets a stop (EOS, a stop string, the length cap) is verified too before the row stops: one more causal
-   forward with no new block, counted.
-
-NFE bound (:func:`block_length`, per row): a block of ``b`` positions is drafted in at most ``b - 1`` forwards (its
-first position is set for free, the solver reveals >= 1 of the rest per forward) and commits ``b`` tokens if accepted,
->= 2 if rejected (the first position always agrees; then the correction), at the cost of one more forward (its
-successor's dropped start). So ``forwards - tokens`` grows by at most ``b - 2`` per block, and the rule gives each block
-at most the room that keeps it below ``k - 2`` (``k`` = ``DecodeConfig.block_size``), at least 2 positions (a block of 2
-never costs more forwards than tokens). Hence, for every generation, with any model and any solver:
-``NFE <= NTP decoding's NFE (its tokens) + k - 1`` (the final verification included; ``+1`` for ``k = 1``). Blocks
-that are accepted bank forwards (``tokens - forwards`` grows by >= 1 each), so the block grows back to ``k``.
-"""
+"""Lossless SBD (``verify``): the verify loop both decoders run (:class:`VerifyLoop`: check each finished block against
+the same network's NTP mode in the forward that re-feeds it, keep the agreeing prefix and the correction, the adaptive
+block length, the final check) and NTP's verdict (:class:`Verifier`, greedy or speculative sampling). The rule and its
+NFE bound are written in docs/verify.md."""
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 
 import torch
 
-from .generation import stop_point, stop_window
+from .setup import DecodeSetup, Row
 from .solvers import exclude_tokens
 
 VERIFY_SEED_OFFSET = 2**32  # the verifier's random stream: the solver's seed + this, apart from the draft's stream
@@ -113,9 +85,10 @@ class Verifier:
 
 
 @dataclass
-class _Row:
-    """One row's verify state; its committed tokens, NFE and stop live in the decoder's batch record."""
+class Drafting:
+    """One row's verify state beside its record (:class:`.setup.Row`: committed tokens, NFE, widths, stop, counts)."""
 
+    record: Row
     next_logits: torch.Tensor  # [V] NTP logits of the first token not in the cache (excluded ids at -inf)
     fed: int = 0  # committed tokens whose keys/values are in the cache
     draft: list[int] = field(default_factory=list)  # a finished block awaiting verification
@@ -130,18 +103,17 @@ class _Row:
 
 
 class VerifyLoop:
-    """The verified decoding loop, one forward at a time, over the rows of a batch record ``st``
-    (:class:`sbd_core.generation.Batch`; ``st.rows``: the original row of each of ``self.rows``), for both decoders.
+    """The verified decoding loop, one forward at a time, over ``self.rows`` (one :class:`Drafting` per row still
+    decoding), for both decoders.
 
     Rows advance on their own (accepted lengths differ). What a decoder supplies: :meth:`_forward` (every row's fed
     tokens and block in one forward, its logits laid out as ``[pad | fed | block | pad]`` per row),
-    :meth:`_drop_rejected` (the cache after a rejection), :meth:`room` (a row's most new tokens) and the loop that
-    admits and drops rows (:class:`ReferenceVerify`; the engine's: :mod:`sbd_core.engine.verified`)."""
+    :meth:`_drop_rejected` (the cache after a rejection) and the loop that admits and drops rows
+    (:class:`sbd_core.decoding.reference.ReferenceVerify`, :class:`sbd_core.decoding.engine.verified.EngineVerify`)."""
 
-    def __init__(self, decoder, st):
-        self.dec, self.st, self.rows = decoder, st, []
-        self.verifier = Verifier(decoder.solver, decoder.model.device)
-        self.window = stop_window(decoder.config.stop_strings)
+    def __init__(self, solver, setup: DecodeSetup, device):
+        self.solver, self.setup, self.rows = solver, setup, []
+        self.verifier = Verifier(solver, device)
 
     def _forward(self, fed: list[list[int]], width: int) -> torch.Tensor:
         """[rows, width + longest block, V] logits (excluded ids at -inf): row ``s``'s fed tokens end at column
@@ -152,19 +124,15 @@ class VerifyLoop:
         """Row ``s`` fed ``fed`` tokens in this forward and keeps the first ``kept``: the rest are never read again."""
         raise NotImplementedError
 
-    def room(self, r: int) -> int:
-        """The most tokens original row ``r`` generates."""
-        raise NotImplementedError
-
-    def new_row(self, next_logits: torch.Tensor) -> "_Row":
+    def new_row(self, record: Row, next_logits: torch.Tensor) -> Drafting:
         """A row's verify state after its prefill (``next_logits`` [V]: its last causal logits)."""
-        return _Row(next_logits=exclude_tokens(next_logits.float(), self.dec.excluded_ids))
+        return Drafting(record, exclude_tokens(next_logits.float(), self.setup.excluded_ids))
 
     # ------------------------------------------------------------------------------------------- one forward
     def _step(self) -> None:
-        for s, row in enumerate(self.rows):
-            self._start_block(s, row)
-        fed = [self.st.tokens[self.st.rows[s]][row.fed:] + row.draft for s, row in enumerate(self.rows)]
+        for row in self.rows:
+            self._start_block(row)
+        fed = [row.record.tokens[row.fed:] + row.draft for row in self.rows]
         widths = [len(f) + len(row.block or []) for f, row in zip(fed, self.rows)]  # each row's own tokens
         width = max(len(f) for f in fed)
         logits = self._forward(fed, width)
@@ -179,47 +147,45 @@ class VerifyLoop:
                 masked[s, : len(row.block)] = torch.tensor(row.masked)
         if not masked.shape[1]:
             return  # every row only verified (final drafts)
-        reveal, tokens = self.dec.solver(block_logits, masked)
+        reveal, tokens = self.solver(block_logits, masked)
         for s, row in enumerate(self.rows):
             if row.block is not None:
-                self._reveal(s, row, reveal[s], tokens[s], block_logits[s])
+                self._reveal(row, reveal[s], tokens[s], block_logits[s])
 
-    def _start_block(self, s: int, row: _Row) -> None:
+    def _start_block(self, row: Drafting) -> None:
         """Give a row without a block a new one (unless its draft met a stop or no room is left)."""
         if row.block is not None or row.final:
             return
-        r = self.st.rows[s]
-        tokens = len(self.st.tokens[r]) + len(row.draft)
-        room = self.room(r) - tokens
+        record = row.record
+        tokens = len(record.tokens) + len(row.draft)
+        room = record.room - tokens
         if room <= 0:
             return
-        b = block_length(self.dec.config.block_size, self.st.nfe[r], tokens, room)
-        row.block, row.masked = [self.dec.mask_id] * b, [True] * b
+        b = block_length(self.setup.config.block_size, record.nfe, tokens, room)
+        row.block, row.masked = [self.setup.mask_id] * b, [True] * b
         row.drawn_at, row.probs, row.forwards, row.checked = [math.inf] * b, [None] * b, 0, 0
 
     # ------------------------------------------------------------------------------------------- per row
-    def _verify(self, s: int, row: _Row, preds: torch.Tensor, width: int) -> None:
+    def _verify(self, s: int, row: Drafting, preds: torch.Tensor, width: int) -> None:
         """Check the row's draft, commit what NTP mode keeps (and its correction), count the forward (``width``: the
         tokens the row fed in it), apply the stop rule; set the new block's first position, or drop the block when the
         draft was rejected."""
-        st, r = self.st, self.st.rows[s]
-        unfed, size = len(st.tokens[r]) - row.fed, len(row.draft)
+        record = row.record
+        unfed, size = len(record.tokens) - row.fed, len(row.draft)
         kept, correction = 0, None
         if size:  # the draft's first token is NTP's own choice: check the rest
             kept, correction = self.verifier.check(row.draft[1:], row.props[1:], preds[unfed + 1 : unfed + size])
             if size > 1:
-                st.accepted[r].append(kept)
-                st.drafted[r].append(size - 1)
+                record.accepted.append(kept)
+                record.drafted.append(size - 1)
             kept += 1
         self._drop_rejected(s, unfed + size, unfed + kept)
         new = row.draft[:kept] + ([] if correction is None else [correction])
         row.fed += unfed + kept
         row.next_logits = preds[unfed + kept]  # predicts the correction, or the token after the draft
         row.draft, row.props, row.final = [], [], False
-        st.nfe[r] += 1
-        st.widths[r].append(width)
-        if self._commit(r, new):
-            st.finish_time[r] = time.perf_counter() - st.start
+        record.count(width)
+        if record.commit(new, self.setup):
             row.block = None
         elif correction is not None:
             row.block = None  # drafted on dropped tokens
@@ -229,18 +195,16 @@ class VerifyLoop:
                 row.block[0], row.probs[0] = self.verifier.choose(row.next_logits)
                 row.masked[0], row.drawn_at[0] = False, 1
 
-    def _reveal(self, s: int, row: _Row, reveal, tokens, logits) -> None:
+    def _reveal(self, row: Drafting, reveal, tokens, logits) -> None:
         """Write the solver's reveals into the block; a block that is complete or whose revealed prefix meets a stop
         becomes the draft the next forward verifies."""
         for i in torch.nonzero(reveal).flatten().tolist():
             row.block[i], row.masked[i], row.drawn_at[i] = int(tokens[i]), False, row.forwards
             if self.verifier.sampling:
-                row.probs[i] = self.dec.solver.token_probs(logits[i])
+                row.probs[i] = self.solver.token_probs(logits[i])
         prefix = row.block[: (row.masked + [True]).index(True)]
-        committed = self.st.tokens[self.st.rows[s]]
-        dec = self.dec
-        stop = stop_point(dec.tokenizer, committed + prefix, len(committed) + row.checked, dec.eos,
-                          dec.config.stop_strings, self.window, self.room(self.st.rows[s]))
+        committed = row.record.tokens
+        stop = self.setup.stop(committed + prefix, len(committed) + row.checked, row.record.room)
         row.checked = len(prefix)
         if stop is None and any(row.masked):
             return
@@ -248,75 +212,4 @@ class VerifyLoop:
         row.draft, row.props = row.block[:end], proposals(row.drawn_at, row.probs)[:end]
         row.final, row.block = stop is not None, None
         if row.final and end == 1:  # the stop is the block's first token, NTP's own: nothing to verify
-            self._commit(self.st.rows[s], row.draft)
-            self.st.finish_time[self.st.rows[s]] = time.perf_counter() - self.st.start
-
-    def _commit(self, r: int, new: list[int]) -> bool:
-        """Extend original row ``r``'s committed tokens by ``new``; True if it stops (and its stop is recorded)."""
-        dec = self.dec
-        return self.st.commit(r, new, dec.tokenizer, dec.eos, dec.config.stop_strings, self.room(r))
-
-
-class ReferenceVerify(VerifyLoop):
-    """The verified loop of :class:`sbd_core.decode.BlockDecoder` (the reference decoder) over one batch. Each forward
-    feeds every row ``[pad | fed tokens (causal) | block (bidirectional) | pad]`` at its own positions; the fed columns
-    stay in the Hugging Face cache, the block is cropped off; ``key_valid`` [rows, cache columns] marks the columns a
-    row may attend to (not padding, not a rejected token)."""
-
-    def __init__(self, decoder, st, max_new: int):
-        super().__init__(decoder, st)
-        self.max_new = max_new
-        self.key_valid = st.prompt_valid.clone()
-
-    def run(self, prefill_logits: torch.Tensor) -> None:
-        self.rows = [self.new_row(prefill_logits[s, -1]) for s in range(len(self.st.rows))]
-        while self.st.rows:
-            self._step()
-            self._drop_finished()
-
-    def room(self, r: int) -> int:
-        return self.max_new
-
-    def _forward(self, fed: list[list[int]], width: int) -> torch.Tensor:
-        """One forward of every row's fed tokens (left-padded to ``width``) and block; returns the logits of all
-        columns with the excluded ids at -inf, and leaves the fed columns (not the blocks) in the cache."""
-        dev, pad = self.dec.model.device, self.dec.mask_id
-        blocks = [row.block or [] for row in self.rows]
-        k = max(len(b) for b in blocks)
-        ids = torch.full((len(self.rows), width + k), pad, dtype=torch.long, device=dev)
-        valid = torch.zeros(ids.shape, dtype=torch.bool, device=dev)
-        positions = torch.zeros(ids.shape, dtype=torch.long, device=dev)
-        for s, (row, f, b) in enumerate(zip(self.rows, fed, blocks)):
-            cols = list(range(width - len(f), width)) + list(range(width, width + len(b)))
-            ids[s, cols] = torch.tensor(f + b, dtype=torch.long, device=dev)
-            valid[s, cols] = True
-            positions[s, cols] = self.st.prompt_len[s] + row.fed + torch.arange(len(cols), device=dev)
-        q = width + k
-        idx = torch.arange(q, device=dev)
-        sees = idx[None, :] <= idx[:, None]
-        sees[width:] = True  # block queries see every fed token and the whole block
-        new = (sees[None] & valid[:, None, :]) | torch.eye(q, dtype=torch.bool, device=dev)[None]  # pads: themselves
-        cached = self.key_valid[:, None, :].expand(-1, q, -1)
-        logits = self.dec._forward(ids, positions, torch.cat([cached, new], dim=2), keep_logits=q)
-        if k:
-            self.dec.cache.crop(-k)
-        self.key_valid = torch.cat([self.key_valid, valid[:, :width]], dim=1)
-        return exclude_tokens(logits.float(), self.dec.excluded_ids)
-
-    def _drop_rejected(self, s: int, fed: int, kept: int) -> None:
-        self.key_valid[s, self.key_valid.shape[1] - fed + kept :] = False
-
-    def _drop_finished(self) -> None:
-        """Remove stopped rows from the batch, the cache and ``key_valid``."""
-        keep = [s for s, r in enumerate(self.st.rows) if not self.st.done[r]]
-        if len(keep) == len(self.rows):
-            return
-        if keep:
-            index = torch.tensor(keep, dtype=torch.long, device=self.key_valid.device)
-            self.dec.cache.batch_select_indices(index)
-            self.key_valid = self.key_valid[index]
-            self.st.prompt_len = self.st.prompt_len[index]
-        self.st.rows = [self.st.rows[s] for s in keep]
-        self.rows = [self.rows[s] for s in keep]
-
-
+            row.record.commit(row.draft, self.setup)

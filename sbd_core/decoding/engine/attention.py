@@ -22,7 +22,7 @@ reference decoder):
   that has tokens, as wide as the widest row of the forward, against that row's keys ``[0, span)`` with a boolean mask
   from the limits. Only attention sees the rectangle: the projections, the MLP and the output layer run on the ragged
   tokens. Its empty cells (a row feeding ``k`` tokens in a forward where another feeds ``2k``) are attention-only
-  padding, counted as ``attention_cells`` in :class:`sbd_core.engine.decoder.EngineStats`. torch 2.13's compiled CPU
+  padding, counted as ``attention_cells`` in :class:`sbd_core.decoding.engine.decoder.EngineStats`. torch 2.13's compiled CPU
   FlexAttention cannot take a mask built inside the graph ("no choices"), nor dynamic shapes (a C++ compile error),
   so the CPU compiles this plan.
 """

@@ -1,29 +1,7 @@
-"""The fast decoding engine: rows advance on their own, a finished row's slot takes the next prompt (continuous
-batching), each forward feeds every row only its own tokens (a ragged batch), and the solver and stop checks run on
-the device.
-
-Same API and results as the reference decoder (:class:`sbd_core.decode.BlockDecoder` with
-``DecodeConfig(engine="reference")``): per row the same tokens, NFE, stop reason and widths (tested along its own path
-against a slow no-cache recomputation, and against the reference where no decision is near-tied). Differences that
-are not results: ``wall_time_s`` of a row runs from its admission (its prefill) to its stop; a row's room is
-``min(max_new_tokens, context - its prompt length)`` (the reference takes the longest prompt of its batch); sampled
-tokens (temperature > 0) come from the solver's stream in another order, so they differ between the two.
-
-Set up once: the first ``generate`` allocates the cache and the state for ``batch_size`` rows of ``max_len``
-positions (``decode.max_len``, else the longest prompt plus ``max_new_tokens`` rounded up to 256 positions, at most the
-model's context) and compiles the step; later calls reuse both (a call that needs more positions than were set up sets
-up again, once). Per forward the host builds nothing (the ragged batch comes from the device state), runs one step and
-reads one small status tensor; only when a row stopped or may have completed a stop string does it read that row's
-tokens. The prompts of the slots freed in one step are prefilled together, in one forward.
-
-A solver with ``verify: greedy`` decodes eagerly through :mod:`.verified` (the host runs the check between forwards).
-
-Compiled (``decode.compile``; null: on CUDA for greedy solvers without ``verify``): ``torch.compile(fullgraph=True)``
-of the step and of the prefill, each traced once with the token count as a dynamic size (:func:`bucket` pads it); no dynamo setting is
-changed. On CUDA the step runs as CUDA graphs (``reduce-overhead``: one graph per token bucket, at most
-``len(buckets(rows * 2k, rows))``) with FlexAttention; the prefill without CUDA graphs. On the CPU both use the dense
-attention plan (:mod:`.attention` says why).
-"""
+"""The fast decoding engine (:class:`FastDecoder`): rows advance on their own, a finished row's slot takes the next prompt
+(continuous batching), each forward feeds every row only its own tokens (a ragged batch), and the solver and stop checks
+run on the device; compiled on CUDA. What it runs, how it is set up and compiled, and where it differs from the reference
+decoder are written in docs/engine.md."""
 
 from __future__ import annotations
 
@@ -34,13 +12,12 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from ..generation import DecodeConfig, Generation, cut_at_stop, encode_prompt, never_generated_ids, resolve_eos, \
-    stop_point
-from ..mask_token import mask_token_id
+from ...decode_config import DecodeConfig
+from ..setup import DecodeSetup, Generation, Row
 from ..solvers import excluded_index, get_solver
 from .attention import Ragged
 from .forward import CachedForward
-from .slots import RowStatus, Shape, Slots, token_table
+from .slots import Shape, Slots, read_status, token_table
 from .verified import EngineVerify
 
 ROUND_POSITIONS = 256  # a cache set up from the prompts covers their need rounded up to this many positions
@@ -86,14 +63,11 @@ class FastDecoder:
         self.solver = solver or get_solver("topk", n=1)
         self.mode = self.config.mode
         self.block_size = self.config.block_size if self.mode == "sbd" else 1
-        self.eos = resolve_eos(self.config, tokenizer)
-        self.excluded_ids = never_generated_ids(model, tokenizer, self.eos)
-        self.context = getattr(model.config, "max_position_embeddings", None)
-        self.mask_id = mask_token_id(model) if self.mode == "sbd" else None
+        self.setup = DecodeSetup.of(model, tokenizer, self.config)
         self.verify = self.mode == "sbd" and getattr(self.solver, "verify", "none") != "none"
         if self.verify and self.solver.verify == "sample":
             raise ValueError("verify: sample does not run on decode.engine 'fast' (its speculative-sampling rule is "
-                             "tested on the reference decoder); use decode.engine: reference (BlockDecoder does)")
+                             "tested on the reference decoder); use decode.engine: reference (make_decoder picks it)")
         self.compile = _compile_setting(self.config.compile, model.device, self.solver, self.verify)
         cuda = model.device.type == "cuda"
         self.attention = attention or ("flex" if self.compile and cuda else "dense")
@@ -106,10 +80,10 @@ class FastDecoder:
     @torch.no_grad()
     def generate(self, prompts, progress: bool = False) -> list[Generation]:
         """Decode ``prompts`` (strings or token-id lists); results keep the input order."""
-        ids = [encode_prompt(self.tokenizer, p, self.config.add_special_tokens, self.context) for p in prompts]
+        ids = [self.setup.encode(p) for p in prompts]
         if not ids:
             return []
-        rooms = [self._room(len(p)) for p in ids]
+        rooms = [self.setup.room(len(p)) for p in ids]
         self._setup(max(len(p) + r for p, r in zip(ids, rooms)))
         run = DecodeRun(self, ids, rooms, progress)
         results = EngineVerify(self, run).loop() if self.verify else run.loop()
@@ -121,12 +95,6 @@ class FastDecoder:
         """The last generate call's decode forwards (prefills not counted)."""
         return self.stats.forwards
 
-    def _room(self, prompt_len: int) -> int:
-        room = self.config.max_new_tokens
-        if self.context is not None:
-            room = min(room, self.context - prompt_len)
-        return room
-
     # ------------------------------------------------------------------------------------------------ setup
     def _setup(self, need: int) -> None:
         """Allocate the cache and state for ``need`` positions per row unless the current ones hold them."""
@@ -137,19 +105,19 @@ class FastDecoder:
         if self.forward is not None and need <= self.forward.max_len:
             return
         max_len = cap or -(-need // ROUND_POSITIONS) * ROUND_POSITIONS
-        if self.context is not None:
-            max_len = min(max_len, self.context)
+        if self.setup.context is not None:
+            max_len = min(max_len, self.setup.context)
         self.forward = self.state = None  # the old cache goes before the new one comes
         rows, device = self.config.batch_size, self.model.device
         _check_memory(self.model, rows, max_len)
         self.forward = CachedForward(self.model, rows, max_len)
         vocab = self.model.get_output_embeddings().weight.shape[0]
         eos = torch.zeros(vocab, dtype=torch.bool)
-        eos[[t for t in self.eos if t < vocab]] = True
+        eos[[t for t in self.setup.eos if t < vocab]] = True
         self.state = Slots(rows, self.block_size, self.config.max_new_tokens + self.block_size, self.mode,
-                           self.mask_id, eos.to(device), token_table(self.tokenizer, vocab, self.config.stop_strings,
+                           self.setup.mask_id, eos.to(device), token_table(self.tokenizer, vocab, self.config.stop_strings,
                                                                      device),
-                           excluded_index(self.excluded_ids, vocab, device), self.solver, device)
+                           excluded_index(self.setup.excluded_ids, vocab, device), self.solver, device)
         self.stepper = Stepper(self.state, self.forward, self.compile, self.attention, self.backend)
 
 
@@ -238,14 +206,12 @@ class DecodeRun:
     """One ``generate`` call: the queue, the slots' rows, the host's view of the results."""
 
     def __init__(self, engine: FastDecoder, ids, rooms, progress):
-        self.engine, self.ids, self.rooms = engine, ids, rooms
+        self.engine, self.ids, self.rooms, self.setup = engine, ids, rooms, engine.setup
         self.forward, self.state, self.n = engine.forward, engine.state, engine.state.n
         self.queue = deque(range(len(ids)))
-        self.row_of: list[int | None] = [None] * self.n
-        self.started, self.prefill = [0.0] * len(ids), [0.0] * len(ids)
-        self.results = [None] * len(ids)
-        self.stop_strings = engine.config.stop_strings
-        self.window = max((len(s) for s in self.stop_strings), default=0)
+        self.row_of: list[int | None] = [None] * self.n  # slot -> the prompt it decodes
+        self.records: list[Row | None] = [None] * len(ids)  # per prompt, from its admission
+        self.results: list[Generation | None] = [None] * len(ids)
         self.bar = tqdm(total=len(ids), disable=not progress, desc=f"decode[{engine.mode}, fast]", unit="prob")
         self.nfe_total = self.tok_total = 0
         self.stats = EngineStats()
@@ -254,15 +220,14 @@ class DecodeRun:
         self.state.active.fill_(False)  # a new call: no row of the last one is left
         self._admit(list(range(self.n)))
         shape = Shape(*self.state.next_shape().tolist())
-        size = len(RowStatus._fields)
         while any(r is not None for r in self.row_of):
-            packed = self._step(shape)  # the one host read of the forward
-            freed = self._collect(packed, size)
+            statuses, next_shape = read_status(self._step(shape), self.n)  # the one host read of the forward
+            freed = self._collect(statuses)
             if freed:
                 self._admit(freed)
                 shape = Shape(*self.state.next_shape().tolist())
             else:
-                shape = Shape(*packed[-len(Shape._fields):])
+                shape = next_shape
         self.bar.close()
         return self.results
 
@@ -275,6 +240,12 @@ class DecodeRun:
         return stepper(shape)
 
     # ------------------------------------------------------------------------------------------------ rows
+    def start_row(self, slot: int, row: int, start: float, prefill_s: float) -> Row:
+        """Prompt ``row`` decodes in ``slot`` from ``start`` (its admission); its record."""
+        record = self.records[row] = Row(self.rooms[row], start, prefill_s)
+        self.row_of[slot] = row
+        return record
+
     def _admit(self, free: list[int]) -> None:
         """Prefill the next prompts into the ``free`` slots, all in one forward, and start them."""
         take = [(slot, self.queue.popleft()) for slot in free if self.queue]
@@ -294,7 +265,7 @@ class DecodeRun:
             torch.cuda.synchronize(device)
         prefill = (time.perf_counter() - now) / len(take)  # rows admitted together share the prefill forward
         for slot, row in take:
-            self.row_of[slot], self.started[row], self.prefill[row] = row, now, prefill
+            self.start_row(slot, row, now, prefill)
 
     def prefill_prompts(self, slots: list[int], fed: list[list[int]]) -> torch.Tensor:
         """One causal forward over the prompts ``fed`` into cache rows ``slots`` (the rows start empty); returns its
@@ -317,11 +288,11 @@ class DecodeRun:
                                                                     stats.waiting_rows + running)
         return hidden
 
-    def _collect(self, packed: list[int], size: int) -> list[int]:
-        """Finish the rows that stopped in this forward (:func:`sbd_core.generation.stop_point` says where and why);
-        return their slots (now free)."""
-        events = [s for s in range(self.n) if self.row_of[s] is not None and (packed[s * size] or
-                                                                               packed[s * size + 1])]
+    def _collect(self, statuses) -> list[int]:
+        """Finish the rows that stopped in this forward (:meth:`.setup.DecodeSetup.stop` says where and why); return
+        their slots (now free)."""
+        events = [s for s in range(self.n) if self.row_of[s] is not None and (statuses[s].stopped or
+                                                                               statuses[s].candidate)]
         if not events:
             return []
         index = torch.tensor(events, device=self.state.gen.device)
@@ -329,31 +300,28 @@ class DecodeRun:
         reads = torch.cat([self.state.gen[index], self.state.widths[index]], 1).tolist()
         freed, released = [], []
         for slot, read in zip(events, reads):
-            status, row = RowStatus(*packed[slot * size: (slot + 1) * size]), self.row_of[slot]
-            engine = self.engine
-            tokens = read[:status.prefix]
-            stop = stop_point(engine.tokenizer, tokens, status.seen, engine.eos, self.stop_strings, self.window,
-                              self.rooms[row])
-            assert stop is not None or not status.stopped, "the device stopped a row the host does not stop"
-            if stop is None:
+            status, record = statuses[slot], self.records[self.row_of[slot]]
+            record.tokens = read[:status.prefix]
+            stopped = record.stop_at(self.setup.stop(record.tokens, status.seen, record.room))
+            assert stopped or not status.stopped, "the device stopped a row the host does not stop"
+            if not stopped:
                 continue
             if not status.stopped:
                 released.append(slot)  # a stop string: the device still runs the row
-            self.finish_row(slot, tokens[:stop[0]], status.nfe, stop[1], read[capacity: capacity + status.nfe])
+            record.nfe, record.widths = status.nfe, read[capacity: capacity + status.nfe]
+            self.finish_row(slot)
             freed.append(slot)
         if released:
             self.state.release(released)
         return freed
 
-    def finish_row(self, slot: int, tokens: list[int], nfe: int, reason: str, widths: list[int], **verified) -> None:
-        """Record the row in ``slot`` (``verified``: its ``accepted`` and ``drafted`` counts) and free the slot."""
+    def finish_row(self, slot: int, verified: bool = False) -> None:
+        """Record the row in ``slot`` (``verified``: with its ``accepted`` and ``drafted`` counts) and free the slot."""
         row = self.row_of[slot]
         self.row_of[slot] = None
-        body = tokens[:-1] if reason == "eos" else tokens
-        text = cut_at_stop(self.engine.tokenizer.decode(body), self.stop_strings)
-        self.results[row] = Generation(text, tokens, nfe, reason, time.perf_counter() - self.started[row],
-                                       self.prefill[row], widths=widths, **verified)
-        self.nfe_total, self.tok_total = self.nfe_total + nfe, self.tok_total + len(tokens)
+        record = self.records[row]
+        record.finish_time = time.perf_counter() - record.start
+        gen = self.results[row] = record.generation(self.setup, verified)
+        self.nfe_total, self.tok_total = self.nfe_total + gen.nfe, self.tok_total + gen.num_tokens
         self.bar.update(1)
         self.bar.set_postfix(nfe=self.nfe_total, tok_per_fwd=f"{self.tok_total / max(self.nfe_total, 1):.2f}")
-

@@ -1,39 +1,7 @@
-"""Block solvers: decide which masked block positions to reveal after one forward pass.
-
-A solver is a pure, batched tensor function with no model inside::
-
-    solver = get_solver("eb", gamma=0.1)
-    reveal, tokens = solver(logits, masked)   # logits [B,k,V] float, masked [B,k] bool
-
-``reveal`` [B,k] bool marks the positions to unmask now: at least one still-masked position in
-every row that has one, never a position where ``masked`` is False, nothing in rows with no mask.
-``tokens`` [B,k] long holds the chosen token at revealed positions (the argmax elsewhere).
-
-Every solver follows one scheme: sort the still-masked positions ascending by an error proxy
-(stable, so ties go to the lower position index), then reveal a prefix of that order whose length
-is set by the solver's count rule, clamped to [1, number masked].
-
-Selection vs. sampling: *which* positions are revealed is always decided on the temperature-1
-distribution p = softmax(logits) (entropies in float32, natural log), so a solver's reveal schedule
-does not depend on ``temperature``. ``temperature`` only changes *which token* is written:
-0 means greedy argmax, > 0 samples from softmax(logits / temperature) with a torch.Generator owned
-by the solver and seeded with ``seed`` (its stream continues across calls).
-
-Verification (``verify``, every rule; :mod:`sbd_core.verify`): ``none`` decodes SBD as the paper does; ``greedy``
-(temperature 0) and ``sample`` (temperature > 0) check every finished block against the same model's NTP mode, so the
-output is NTP decoding's, greedy or sampled. It is a decoding-loop option, not a reveal rule: the rule's decisions do
-not read it, but its tag (``-verify``) and family (``<family>-verify``) do, so a verified run is a run of its own.
-
-Tokens that must never be written (the mask token, padding): a caller passes logits through
-:func:`exclude_tokens` first. Those ids then have probability 0, every statistic above is computed on
-the distribution renormalised over the remaining ids, and neither argmax nor sampling can pick them.
-The decoder does this in one place for every solver and both decoding modes.
-
-The registry: :mod:`sbd_core.solver_rules` holds one small frozen dataclass per solver (a :class:`Rule`) that
-carries its parameters with their defaults and validation, its run tag, its report family, its ordering proxy and
-its count rule; ``SOLVERS`` (re-exported here) maps names to these classes and is the only list of solvers. That
-module needs no torch (the workflow reads it when Snakemake parses the rules); this one applies a rule to tensors.
-"""
+"""Block solvers on tensors: after one forward, which masked block positions to reveal and their tokens
+(``get_solver(name, **params)(logits, masked) -> (reveal, tokens)``), and the exclusion of ids never written
+(:func:`exclude_tokens`). The rules come from :mod:`sbd_core.solver_rules`; the interface and the scheme are written in
+docs/api.md ("Samplers and solvers, the rules")."""
 
 from __future__ import annotations
 
@@ -41,9 +9,7 @@ import math
 
 import torch
 
-from .solver_rules import (COMMON_PARAMS, EB, PROXIES, SOLVER_NAMES, SOLVERS, VERIFY_MODES,  # noqa: F401 (re-exported)
-                           ConfidenceThreshold, EntropyThreshold, Factor, LeftToRight, Rule, TopK, describe_solvers,
-                           make_rule)
+from ..solver_rules import Rule, make_rule
 
 
 # ------------------------------------------------------------------------------------------- statistics
