@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from code_eval_datasets import benchmarks_dir, humaneval_plus_like, mbpp_plus  # noqa: E402
 
-from sbd_core.evaluation.code import detect_isolation, evaluate_code  # noqa: E402
+from sbd_core.sandbox.pool import detect_isolation  # noqa: E402
+from sbd_core.sandbox.scorer import evaluate_code  # noqa: E402
 
 EVALPLUS_CHILD = r"""
 import json, os, sys, time

@@ -5,8 +5,8 @@ On a random model of a named shape (``--shape``: ``tiny-llama``, the embedded de
 
 * ``generate``: ``model.generate``, greedy, its dynamic cache; ``generate-static``: the same with
   ``cache_implementation="static"`` (on an accelerator transformers compiles the forward for a static cache);
-* ``reference``: the readable decoder (``sbd_core.decode``, ``engine="reference"``), NTP and SBD;
-* ``engine``: the fast engine (``sbd_core.engine.FastDecoder``), NTP and SBD; compiled on GPUs unless ``--compile`` /
+* ``reference``: the readable decoder (``sbd_core.decoding.reference``, ``engine="reference"``), NTP and SBD;
+* ``engine``: the fast engine (``sbd_core.decoding.engine.FastDecoder``), NTP and SBD; compiled on GPUs unless ``--compile`` /
   ``--no-compile`` says otherwise (``DecodeConfig.compile``);
 
 The prompts are random non-special tokens (for a checkpoint too: its tokens per forward on them are not its task's).
@@ -53,11 +53,12 @@ from transformers import GenerationConfig, PreTrainedTokenizerFast
 from decode_checks import jsonable, label, print_rows, print_summary, ratios, token_checks
 from decode_phases import CallCounter, PhaseTimer, counted_forwards, engine_phases, model_forward_phases
 from sbd_core import checkpoint
-from sbd_core.decode import BlockDecoder
-from sbd_core.engine import FastDecoder
-from sbd_core.generation import DecodeConfig, never_generated_ids
+from sbd_core.decoding.reference import BlockDecoder
+from sbd_core.decoding.engine import FastDecoder
+from sbd_core.decode_config import DecodeConfig
+from sbd_core.decoding.setup import never_generated_ids
 from sbd_core.mask_token import mask_token_id, setup_mask_token
-from sbd_core.solvers import get_solver
+from sbd_core.decoding.solvers import get_solver
 from sbd_core.timing import device_name, random_model
 
 DECODERS = ("generate", "generate-static", "reference", "engine")

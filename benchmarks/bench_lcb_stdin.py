@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from lcb_fixtures import row, stdin  # noqa: E402
 from official_lcb import official_results  # noqa: E402
 
-from sbd_core.evaluation.code.lcb_grader import evaluate_lcb  # noqa: E402
+from sbd_core.sandbox.lcb_grader import evaluate_lcb  # noqa: E402
 
 PROGRAM = ("import time\nstart = time.perf_counter()\nn = int(input())\nacc = 0\nfor i in range({iterations}):\n"
            "    acc = (acc + i * i) % 1000003\nprint(f'{{time.perf_counter() - start:.4f}}')\n")

@@ -3,7 +3,7 @@
 On a random model of a named shape (default ``tiny-llama``, the embedded default's model), ``--batch`` rows with
 ``--kv-len`` cached keys each:
 
-* ``engine``: :class:`sbd_core.engine.decoder.Stepper` running one step from a fixed state: the ragged batch, the
+* ``engine``: :class:`sbd_core.decoding.engine.decoder.Stepper` running one step from a fixed state: the ragged batch, the
   forward (dense attention plan), the logits, the solver (EB, gamma 0.1), the bookkeeping and the host's one read;
 * ``hf``: ``model(input_ids [batch, width], cache=DynamicCache with the same keys)`` and its logits (the cache is
   cropped back outside the timed call), the cheapest forward transformers offers for the same tokens;
@@ -33,10 +33,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import DynamicCache
 
-from sbd_core.engine.decoder import Stepper
-from sbd_core.engine.forward import CachedForward
-from sbd_core.engine.slots import Shape, Slots
-from sbd_core.solvers import excluded_index, get_solver
+from sbd_core.decoding.engine.decoder import Stepper
+from sbd_core.decoding.engine.forward import CachedForward
+from sbd_core.decoding.engine.slots import Shape, Slots
+from sbd_core.decoding.solvers import excluded_index, get_solver
 from sbd_core.timing import random_model
 
 
@@ -63,12 +63,11 @@ def engine_arm(model, batch: int, kv_len: int, k: int, mode: str):
     state.admit(torch.arange(batch), torch.full((batch,), kv_len), torch.full((batch,), 4 * block),
                 torch.zeros(batch, dtype=torch.long))
     state.pending.fill_(mode == "refeed")
-    saved = {name: value.clone() for name, value in vars(state).items() if torch.is_tensor(value)}
+    saved = state.snapshot()
     shape, stepper = Shape(*state.next_shape().tolist()), Stepper(state, forward, False, "dense")
 
     def prepare():
-        for name, value in saved.items():
-            getattr(state, name).copy_(value)
+        state.restore(saved)
 
     return prepare, lambda: stepper(shape)
 

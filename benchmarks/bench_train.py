@@ -27,7 +27,8 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from sbd_core.distributed import Runtime
 from sbd_core.objective import model_inputs
-from sbd_core.train import BatchSource, TrainConfig, build_optimizer, prepare_model, train_step
+from sbd_core.train import BatchSource, build_optimizer, prepare_model, train_step
+from sbd_core.train_config import TrainConfig
 
 PRESETS = {  # hidden, intermediate, heads, kv heads, vocab
     "tiny": dict(hidden_size=128, intermediate_size=384, num_attention_heads=4, num_key_value_heads=2, vocab_size=512),

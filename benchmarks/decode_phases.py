@@ -22,8 +22,8 @@ from collections import defaultdict
 
 import torch
 
-from sbd_core.engine.forward import CachedForward
-from sbd_core.engine.slots import Slots
+from sbd_core.decoding.engine.forward import CachedForward
+from sbd_core.decoding.engine.slots import Slots
 
 PHASES = ("model", "prefill", "solver", "state", "host")
 

@@ -14,6 +14,9 @@ shows its traceback. User errors are exactly:
 
 Any other exception is a bug and keeps its full traceback. Snakemake's rules run this same command, so a bad input in
 a DAG run shows the same line in the job's log.
+
+Each stage is registered with :func:`stage`: one function adds its arguments and returns its handler, which calls the
+stage's function with keywords.
 """
 
 from __future__ import annotations
@@ -24,12 +27,14 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Callable
 
 import torch
 
 from . import pipeline, report, roofline
 from .errors import UserError, user_input
 from .launch import LaunchSettings
+from .report.speed import compare_reruns
 from .settings import RuntimeSettings, StatsSettings, TimingSettings, from_section
 
 USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
@@ -71,34 +76,69 @@ def _json_list(text: str) -> list:
     return _json_value(text, list, "list [...]")
 
 
+#: The stages: {name: (help, register)}; ``register(parser)`` adds the stage's arguments to its subparser and returns
+#: its handler, ``handler(args, progress)``, which calls the stage with keywords. Filled by :func:`stage`.
+STAGES: dict[str, tuple[str, Callable]] = {}
+
+
+def stage(name: str, help: str):
+    """Register a stage of ``python -m sbd_core``: the decorated function adds the stage's arguments and returns its
+    handler."""
+    def register(add_arguments: Callable):
+        STAGES[name] = (help, add_arguments)
+        return add_arguments
+    return register
+
+
 def _parser() -> argparse.ArgumentParser:
+    """The command line: the global options, then one subparser per registered stage (its handler as ``run``)."""
     p = _Parser(prog="python -m sbd_core", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--debug", action="store_true", help=f"show the traceback of a user error too (or {DEBUG_ENV}=1)")
     sub = p.add_subparsers(dest="stage", required=True, parser_class=_Parser)
+    for name, (help_text, add_arguments) in STAGES.items():
+        s = sub.add_parser(name, help=help_text)
+        s.set_defaults(run=add_arguments(s))
+    return p
 
-    s = sub.add_parser("data", help="training documents: hub sources downloaded, synthetic tasks generated")
+
+def _runtime(args) -> RuntimeSettings:
+    return from_section(RuntimeSettings, args.runtime, "runtime")
+
+
+@stage("data", "training documents: hub sources downloaded, synthetic tasks generated")
+def _data(s):
     s.add_argument("--spec", type=_json, required=True,
                    help='the data section, e.g. {"sources": [{"name": "gsm8k"}, {"name": "math", "problems": 100}]}')
     s.add_argument("--out", type=Path, required=True)
+    return lambda a, progress: pipeline.run_data(spec=a.spec, out_dir=a.out)
 
-    s = sub.add_parser("base", help="base checkpoint: hub snapshot, local folder, GGUF file or a tiny model pretrained")
+
+@stage("base", "base checkpoint: hub snapshot, local folder, GGUF file or a tiny model pretrained")
+def _base(s):
     s.add_argument("--model-spec", type=_json, required=True)
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--data", type=Path, default=None, help="scratch models: the data stage's folder")
     s.add_argument("--checkpoints", type=Path, default=None, help="scratch models: resume state of the pretraining")
+    return lambda a, progress: pipeline.run_base(model_spec=a.model_spec, out_dir=a.out, data_dir=a.data,
+                                                 checkpoint_dir=a.checkpoints, progress=progress)
 
-    s = sub.add_parser("pack", help="tokenise and pack the training documents for one base model")
+
+@stage("pack", "tokenise and pack the training documents for one base model")
+def _pack(s):
     s.add_argument("--spec", type=_json, required=True, help="the config's data section plus max_length")
     s.add_argument("--base", type=Path, required=True, help="the base checkpoint (its tokenizer decides the tokens)")
     s.add_argument("--data", type=Path, required=True, help="the data stage's folder")
     s.add_argument("--out", type=Path, required=True)
+    return lambda a, progress: pipeline.run_pack(spec=a.spec, base_dir=a.base, data_dir=a.data, out_dir=a.out)
 
-    s = sub.add_parser("finetune", help="NTP or SBD fine-tuning of a base checkpoint, through the torchrun launcher")
+
+@stage("finetune", "NTP or SBD fine-tuning of a base checkpoint, through the torchrun launcher")
+def _finetune(s):
     s.add_argument("--base", type=Path, required=True)
     s.add_argument("--data", type=Path, required=True, help="the pack stage's folder")
-    s.add_argument("--objective", required=True, help="ntp, sbd, ... (sbd_core.train.TrainConfig)")
+    s.add_argument("--objective", required=True, help="ntp, sbd, ... (sbd_core.train_config.TrainConfig)")
     s.add_argument("--spec", type=_json, required=True)
     s.add_argument("--runtime", type=_json, default={})
     s.add_argument("--nodes", type=int, default=1, help="nodes (more than one: inside a SLURM allocation)")
@@ -108,12 +148,25 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--exports", type=_json, default=None,
                    help='the model after some steps as folders of their own, e.g. {"1500": "models/m/sbd-step1500"}')
 
-    s = sub.add_parser("benchmark", help="a benchmark's test problems: download, local file or generation")
+    def run(a, progress):
+        with user_input("--nodes/--processes"):
+            layout = LaunchSettings(nodes=a.nodes, processes_per_node=a.processes)
+        pipeline.run_finetune(base_dir=a.base, data_dir=a.data, objective=a.objective, spec=a.spec, out_dir=a.out,
+                              checkpoint_dir=a.checkpoints, runtime=a.runtime, layout=layout, threads=a.threads,
+                              exports=a.exports)
+    return run
+
+
+@stage("benchmark", "a benchmark's test problems: download, local file or generation")
+def _benchmark(s):
     s.add_argument("--name", required=True, help="a registered benchmark (sbd_core.benchmarks.BENCHMARKS)")
     s.add_argument("--settings", type=_json, default=None, help="its config section, e.g. '{\"limit\": 200}'")
     s.add_argument("--out", type=Path, required=True, help="folder for <name>_test.jsonl")
+    return lambda a, progress: pipeline.run_benchmark(name=a.name, settings=a.settings, out_dir=a.out)
 
-    s = sub.add_parser("decode", help="decode a benchmark's test problems with one sampler")
+
+@stage("decode", "decode a benchmark's test problems with one sampler")
+def _decode(s):
     s.add_argument("--model", type=Path, required=True)
     s.add_argument("--benchmark", required=True)
     s.add_argument("--settings", type=_json, default=None, help="the benchmark's config section")
@@ -122,9 +175,14 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--decode-spec", type=_json, default={}, help='e.g. {"block_size": 16, "batch_size": 8}')
     s.add_argument("--runtime", type=_json, default={})
     s.add_argument("--out", type=Path, required=True)
+    return lambda a, progress: pipeline.run_decode(
+        model_dir=a.model, benchmark=a.benchmark, benchmark_settings=a.settings, test_file=a.test_file,
+        sampler_spec=a.sampler_spec, decode_spec=a.decode_spec, out_path=a.out, runtime=_runtime(a), progress=progress)
 
-    s = sub.add_parser("speed", help="wall-clock of every decode run of one model and benchmark: paired rounds, A/A "
-                       "control (run it alone on the machine)")
+
+@stage("speed", "wall-clock of every decode run of one model and benchmark: paired rounds, A/A control (run it alone "
+       "on the machine)")
+def _speed(s):
     s.add_argument("--rows", type=_json_list, required=True,
                    help='the decode runs, a JSON list: [{"arm", "model", "objective", "train_seed", "train_steps", '
                         '"sampler", "sampler_spec", "generations"}, ...] (or @file.json)')
@@ -137,12 +195,30 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--runtime", type=_json, default={})
     s.add_argument("--out", type=Path, required=True, help="the speed file (JSON)")
 
-    s = sub.add_parser("speed-compare", help="a rerun of the speed stage against the first run: is each median inside "
-                       "the first run's interval?")
+    def run(a, progress):
+        from .pipeline.speed import run_speed  # imported here: it loads torch and transformers' model classes
+
+        run_speed(entries=a.rows, model_name=a.model_name, benchmark=a.benchmark, benchmark_settings=a.settings,
+                  test_file=a.test_file, decode_spec=a.decode_spec, speed_spec=a.speed_spec, out=a.out,
+                  runtime=_runtime(a), progress=progress)
+    return run
+
+
+@stage("speed-compare", "a rerun of the speed stage against the first run: is each median inside the first run's "
+       "interval?")
+def _speed_compare(s):
     s.add_argument("--first", type=Path, required=True, help="the first run's speed folder (results/<run>/speed copy)")
     s.add_argument("--second", type=Path, required=True, help="the rerun's speed folder")
 
-    s = sub.add_parser("score", help="score a generations file ({\"id\", \"completion\"} per line); prints the metric")
+    def run(a, progress):
+        lines, inside, compared = compare_reruns(first=a.first, second=a.second)
+        print("\n".join(lines))
+        print(f"{inside} of {compared} rerun medians inside the first run's interval ({100 * inside / compared:.0f}%)")
+    return run
+
+
+@stage("score", "score a generations file ({\"id\", \"completion\"} per line); prints the metric")
+def _score(s):
     s.add_argument("--benchmark", required=True)
     s.add_argument("--generations", type=Path, required=True)
     s.add_argument("--out", type=Path, required=True, help="JSON result with per-problem verdicts")
@@ -153,13 +229,21 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--settings", type=_json, default=None, help="the benchmark's config section")
     s.add_argument("--names", type=_json, default=None, help='{"model": .., "objective": .., "sampler": ..}')
     s.add_argument("--work-dir", type=Path, default=None, help="scratch folder of the scorer (default: a temporary one)")
+    return lambda a, progress: pipeline.run_score(
+        benchmark=a.benchmark, generations=a.generations, out_path=a.out, data=a.data, settings=a.settings,
+        names=a.names, work_dir=a.work_dir)
 
-    s = sub.add_parser("likelihood-data", help="a likelihood task's data: hub snapshot, local copy or generated MC")
+
+@stage("likelihood-data", "a likelihood task's data: hub snapshot, local copy or generated MC")
+def _likelihood_data(s):
     s.add_argument("--task", required=True, help="a likelihood task (sbd_core.likelihood.TASKS)")
     s.add_argument("--settings", type=_json, default=None, help="its config section, e.g. '{\"data\": \"DIR\"}'")
     s.add_argument("--out", type=Path, required=True, help="folder for dataset/ and provenance.json")
+    return lambda a, progress: pipeline.run_likelihood_data(name=a.task, settings_mapping=a.settings, out_dir=a.out)
 
-    s = sub.add_parser("likelihood", help="score one model on a likelihood task (lm-eval, NTP log-likelihoods)")
+
+@stage("likelihood", "score one model on a likelihood task (lm-eval, NTP log-likelihoods)")
+def _likelihood(s):
     s.add_argument("--model", type=Path, required=True)
     s.add_argument("--task", required=True, help="a likelihood task (sbd_core.likelihood.TASKS)")
     s.add_argument("--settings", type=_json, default=None, help="its config section")
@@ -167,8 +251,13 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--runtime", type=_json, default={})
     s.add_argument("--names", type=_json, default=None, help='{"model": .., "objective": ..}')
     s.add_argument("--out", type=Path, required=True, help="JSON score file")
+    return lambda a, progress: pipeline.run_likelihood(
+        model_dir=a.model, name=a.task, settings_mapping=a.settings, data_dir=a.data, out_path=a.out,
+        runtime=_runtime(a), names=a.names)
 
-    s = sub.add_parser("report", help="tables and figures from score files")
+
+@stage("report", "tables and figures from score files")
+def _report(s):
     s.add_argument("--scores", type=Path, nargs="+", required=True)
     s.add_argument("--likelihood", type=Path, nargs="*", default=[], help="the likelihood stage's scores (Table 2)")
     s.add_argument("--paper-table", type=Path, default=report.DEFAULT_PAPER_TABLE)
@@ -180,8 +269,13 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--stats", type=_json, default=None,
                    help='the config\'s report.stats (confidence, equivalence margins, resamples): {"margin_pts": 2}')
     s.add_argument("--out", type=Path, required=True)
+    return lambda a, progress: pipeline.run_report(
+        scores=a.scores, out_dir=a.out, paper_table=a.paper_table, paper_bases=a.paper_bases, timings=a.timing,
+        likelihood=a.likelihood, stats=from_section(StatsSettings, a.stats, "report.stats"), speeds=a.speed)
 
-    s = sub.add_parser("roofline", help="the paper's roofline (Tables 3-4, eq. 16): analytic, or from a time(k) file")
+
+@stage("roofline", "the paper's roofline (Tables 3-4, eq. 16): analytic, or from a time(k) file")
+def _roofline(s):
     s.add_argument("--table", type=int, choices=(3, 4), required=True, help="3: slowdown T(k)/T(1); 4: eq. 16")
     s.add_argument("--preset", help=f"one of {sorted(roofline.PRESETS)} (paper: the appendix's shapes and constants)")
     s.add_argument("--model", help=f"a model shape, one of {sorted(roofline.MODELS)}")
@@ -194,7 +288,17 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--block-size", type=int, nargs="+", help="block sizes (default: the paper's)")
     s.add_argument("--out", type=Path, default=None, help="CSV file (default: standard output)")
 
-    s = sub.add_parser("timing", help="time(k): latency of the fast engine's steps on this machine (JSON file)")
+    def run(a, progress):
+        text = roofline.run_table(table=a.table, out=a.out, preset=a.preset, model=a.model, device=a.device,
+                                  dtype=a.dtype, measured=a.measured, batches=a.batch, kv_lens=a.kv_len,
+                                  block_sizes=a.block_size)
+        if a.out is None:
+            print(text, end="")
+    return run
+
+
+@stage("timing", "time(k): latency of the fast engine's steps on this machine (JSON file)")
+def _timing(s):
     s.add_argument("--model", type=Path, default=None, help="a checkpoint folder")
     s.add_argument("--shape", default=None, help="or a named model shape with random weights, one of "
                    f"{sorted(n for n, m in roofline.MODELS.items() if not m.as_printed)}")
@@ -216,7 +320,19 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--budget-s", type=float, default=None,
                    help="start no row after this many seconds; the file keeps the rows measured (complete: false)")
     s.add_argument("--out", type=Path, required=True, help="the time(k) JSON file")
-    return p
+
+    def run(a, progress):
+        # imported here, not at the top: the engine and transformers' model classes take seconds to import, and
+        # every other stage's job (a DAG runs dozens) would pay for them at start-up
+        from . import timing
+
+        result = timing.run_timing(
+            out=a.out, model_dir=a.model, shape=a.shape, layers=a.layers, device=a.device, dtype=a.dtype,
+            batches=a.batch, widths=a.width, block_sizes=a.block_size, kv_lens=a.kv_len, warmup=a.warmup,
+            repeats=a.repeats, compile_step=a.compile, progress=progress, budget_s=a.budget_s, rounds=a.rounds,
+            seed=a.seed)
+        print(json.dumps(result))
+    return run
 
 
 def main(argv=None) -> int:
@@ -244,62 +360,7 @@ def _run(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.threads:
         torch.set_num_threads(args.threads)
-    progress = not args.no_progress
-    if args.stage == "data":
-        pipeline.run_data(args.spec, args.out)
-    elif args.stage == "base":
-        pipeline.run_base(args.model_spec, args.out, args.data, args.checkpoints, progress)
-    elif args.stage == "pack":
-        pipeline.run_pack(args.spec, args.base, args.data, args.out)
-    elif args.stage == "finetune":
-        with user_input("--nodes/--processes"):
-            layout = LaunchSettings(nodes=args.nodes, processes_per_node=args.processes)
-        pipeline.run_finetune(args.base, args.data, args.objective, args.spec, args.out, args.checkpoints,
-                              args.runtime, layout, args.threads, args.exports)
-    elif args.stage == "benchmark":
-        pipeline.run_benchmark(args.name, args.settings, args.out)
-    elif args.stage == "decode":
-        runtime = from_section(RuntimeSettings, args.runtime, "runtime")
-        pipeline.run_decode(args.model, args.benchmark, args.settings, args.test_file, args.sampler_spec,
-                            args.decode_spec, args.out, runtime, progress)
-    elif args.stage == "score":
-        pipeline.run_score(args.benchmark, args.generations, args.out, args.data, args.settings, args.names,
-                           args.work_dir)
-    elif args.stage == "likelihood-data":
-        pipeline.run_likelihood_data(args.task, args.settings, args.out)
-    elif args.stage == "likelihood":
-        runtime = from_section(RuntimeSettings, args.runtime, "runtime")
-        pipeline.run_likelihood(args.model, args.task, args.settings, args.data, args.out, runtime, args.names)
-    elif args.stage == "report":
-        stats = from_section(StatsSettings, args.stats, "report.stats")
-        pipeline.run_report(args.scores, args.out, args.paper_table, args.paper_bases, args.timing, args.likelihood,
-                            stats, args.speed)
-    elif args.stage == "speed":
-        from .pipeline.speed import run_speed  # imported here: it loads torch and transformers' model classes
-
-        runtime = from_section(RuntimeSettings, args.runtime, "runtime")
-        run_speed(args.rows, args.model_name, args.benchmark, args.settings, args.test_file, args.decode_spec,
-                  args.speed_spec, args.out, runtime, progress)
-    elif args.stage == "speed-compare":
-        from .report.speed import compare_reruns
-
-        lines, inside, compared = compare_reruns(args.first, args.second)
-        print("\n".join(lines))
-        print(f"{inside} of {compared} rerun medians inside the first run's interval ({100 * inside / compared:.0f}%)")
-    elif args.stage == "roofline":
-        text = roofline.run_table(args.table, args.out, args.preset, args.model, args.device, args.dtype,
-                                  args.measured, args.batch, args.kv_len, args.block_size)
-        if args.out is None:
-            print(text, end="")
-    elif args.stage == "timing":
-        # imported here, not at the top: the engine and transformers' model classes take seconds to import, and
-        # every other stage's job (a DAG runs dozens) would pay for them at start-up
-        from . import timing
-
-        result = timing.run_timing(args.out, args.model, args.shape, args.layers, args.device, args.dtype, args.batch,
-                                   args.width, args.block_size, args.kv_len, args.warmup, args.repeats, args.compile,
-                                   progress, args.budget_s, args.rounds, args.seed)
-        print(json.dumps(result))
+    args.run(args, progress=not args.no_progress)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,11 @@
-"""The decoding settings (:class:`DecodeConfig`), shared by both decoders and both modes; no torch import, so the
-workflow checks a config's ``decode`` section when Snakemake parses the rules. :mod:`sbd_core.generation` (and
-:mod:`sbd_core.decode`) re-export it."""
+"""The decoding settings (:class:`DecodeConfig`), shared by every decoder and both modes; no torch import, so the
+workflow checks a config's ``decode`` section when Snakemake parses the rules."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-ENGINES = ("fast", "reference")  # the engine (sbd_core.engine) and the readable reference decoder (sbd_core.decode)
+ENGINES = ("fast", "reference")  # sbd_core.decoding.engine and the readable sbd_core.decoding.reference
 
 
 @dataclass
@@ -20,7 +19,7 @@ class DecodeConfig:
     eos_token_ids: tuple[int, ...] | None = None  # None: the tokenizer's EOS
     batch_size: int = 8
     add_special_tokens: bool = True  # passed to the tokenizer when prompts are strings
-    engine: str = "fast"  # "fast" (sbd_core.engine: rows on their own, static cache) or "reference" (sbd_core.decode)
+    engine: str = "fast"  # "fast" (rows on their own, static cache) or "reference"; the factory picks by it
     compile: bool | None = None  # fast engine: compile its step (torch.compile; CUDA graphs on a GPU); None: on GPUs
     max_len: int | None = None  # fast engine: cache positions per row (prompt + new tokens); None: as the prompts need
 

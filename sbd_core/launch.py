@@ -11,7 +11,7 @@ kill or time limit resumes from the newest checkpoint, on any number of processe
 
 Request keys: ``base`` (checkpoint folder), ``data`` (a built training mix: :func:`sbd_core.training_data.build`, the
 pack stage's output), ``objective`` ("sbd" | "ntp"), ``train``
-(:class:`sbd_core.train.TrainConfig` keys), ``out``, ``checkpoints``; optional ``allow_resize`` (mask token),
+(:class:`sbd_core.train_config.TrainConfig` keys), ``out``, ``checkpoints``; optional ``allow_resize`` (mask token),
 ``device`` ("cuda" | "cpu"), ``threads`` (torch CPU threads per process), ``stop_after_steps`` (train up to that step,
 checkpoint and exit: for time-limited jobs), ``extra_files`` ({name: JSON} written into the output, e.g. provenance),
 ``exports`` ({step: folder}: the model after that many steps, saved like the final one; kept in the resume state
@@ -66,7 +66,7 @@ class LaunchSettings:
 
 def check_request(request: dict) -> dict:
     """Reject missing or unknown request keys and unknown training settings, by name, before any process starts."""
-    from .train import TrainConfig
+    from .train_config import TrainConfig
 
     missing = [k for k in REQUIRED if k not in request]
     unknown = sorted(set(request) - set(REQUIRED) - set(OPTIONAL))
@@ -152,7 +152,8 @@ def worker(request: dict) -> dict:
 
     from . import checkpoint, distributed
     from .mask_token import setup_mask_token
-    from .train import TrainConfig, train
+    from .train import train
+    from .train_config import TrainConfig
 
     if request.get("threads"):
         torch.set_num_threads(request["threads"])

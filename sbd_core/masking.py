@@ -24,10 +24,8 @@ gradients equal the full layout's; the step gets cheaper when the loss skips pro
 
 FlexAttention takes the layout only at a length that is a multiple of its 128-token block (:func:`align_length`, done by
 :func:`sbd_core.objective.model_inputs`): padding tokens appended at the end of the row see only padding, and no real
-token sees them, so the loss is unchanged. Why: torch 2.13's compiled CPU kernel reads memory past the end of its
-inputs on a partial tail block (measured on x86-64, AMD EPYC: a plain causal mask, head dim 16, lengths 24 and 40 gave
-wrong or NaN outputs for the last batch row, run to run; 48, 100, 130, 150 and head dims 32/64 were exact), which made
-the compact layout's flex loss NaN or nondeterministic. Whole blocks leave no tail to misread, on any device.
+token sees them, so the loss is unchanged. Why: a partial last block can be misread by the compiled kernel (the
+measurement: docs/training.md); whole blocks leave no tail to misread, on any device.
 """
 
 from __future__ import annotations

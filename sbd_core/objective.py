@@ -4,7 +4,7 @@ One forward over the batch layout of :mod:`sbd_core.masking`; one pooled mean cr
 (the paper passes a single label tensor, so both terms have equal per-token weight and no extra hyper-parameter). The two
 parts are also returned separately for logging.
 
-Objectives (:data:`OBJECTIVES` maps each to its batch layout):
+Objectives (:data:`sbd_core.train_config.OBJECTIVES` maps each to its batch layout):
   ``ntp``              plain next-token prediction;
   ``sbd``              the paper's loss, NTP + MATP pooled;
   ``sbd_no_ntp_grad``  the paper's ablation "SBD without gradients on the NTP term" (its Table 2): the same layout and
@@ -28,7 +28,6 @@ import torch
 import torch.nn.functional as F
 
 from .masking import IGNORE_INDEX, SBDBatch, align_length, backend_mask, dense_mask, flex_block_mask
-from .train_config import OBJECTIVES  # noqa: F401 (re-exported; defined there without torch)
 
 
 @dataclass

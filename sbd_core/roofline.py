@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import bisect
 import logging
-import math
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Callable
 
 from .errors import UserError
-from .io_utils import read_json_object
+from .records.timing import read_timing
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +46,6 @@ TABLE_COLUMNS = {3: ("batch", "kv_len", "block_size", "slowdown"),
 
 class RooflineInputError(UserError):
     """A preset, a grid or a timing file the user named is unknown or invalid (one line, naming the input)."""
-
-
-class TimingFileError(RooflineInputError):
-    """A time(k) file is unreadable or does not follow the ``sbd_timing`` format."""
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -261,12 +256,6 @@ def table4(time_fn: TimeFn, nfe_speedups, batches, kv_lens, block_sizes,
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-#: The steps a time(k) row may time: ``ntp`` (one token, the NTP decoder), ``block`` (a block of ``width`` tokens, its
-#: logits and the solver), ``refeed`` (the first forward of a block: the finished block of ``width / 2`` re-fed
-#: causally plus the new block, logits for the new block only), ``forward`` (a bare forward; rows without ``step``).
-STEPS = ("ntp", "block", "refeed", "forward")
-
-
 @dataclass(frozen=True)
 class Timing:
     """A validated time(k) file: its header and median seconds as ``grids[batch][width][kv_len]`` (width 1: the
@@ -315,31 +304,12 @@ class Timing:
         return True
 
 
-def _field(path, data: dict, key: str, kind, where: str = "", check=lambda v: True, expect: str = ""):
-    """``data[key]`` checked for type and ``check``; TimingFileError naming the file and the field otherwise."""
-    name = f"{where}{key}"
-    if key not in data:
-        raise TimingFileError(f"timing file {path}: missing field {name!r}")
-    value = data[key]
-    if isinstance(value, bool) or not isinstance(value, kind) or not check(value):
-        raise TimingFileError(f"timing file {path}: field {name!r} must be {expect or kind}, got {value!r}")
-    return value
-
-
 def load_timing(path) -> Timing:
-    """Read and validate a time(k) file (``kind: sbd_timing``, ``version: 1``, ``rows`` of medians in ms)."""
-    data = read_json_object(path, "timing file", TimingFileError)
-    _field(path, data, "kind", str, check=lambda v: v == "sbd_timing", expect="'sbd_timing'")
-    _field(path, data, "version", int, check=lambda v: v == 1, expect="1")
-    header = {key: _field(path, data, key, str, check=bool, expect="a non-empty string")
-              for key in ("device", "device_name", "dtype")}
-    counts = {key: _field(path, data, key, int, check=lambda v: v >= 0, expect="an integer >= 0")
-              for key in ("warmup", "repeats")}
-    model = _field(path, data, "model", dict, expect="an object")
-    rows = _field(path, data, "rows", list, check=bool, expect="a non-empty list")
-    by_step, rounds = _read_rows(path, rows)
-    grids, refeeds = _grids(by_step)
-    return Timing(path=str(path), model=model, grids=grids, refeeds=refeeds, rounds=rounds, **header, **counts)
+    """Read and validate a time(k) file (:func:`sbd_core.records.timing.read_timing`) as a :class:`Timing`."""
+    file = read_timing(path)
+    grids, refeeds = _grids(file.by_step)
+    return Timing(path=file.path, device=file.device, device_name=file.device_name, dtype=file.dtype, model=file.model,
+                  warmup=file.warmup, repeats=file.repeats, grids=grids, refeeds=refeeds, rounds=file.rounds)
 
 
 def _grids(by_step: dict) -> tuple[dict, dict]:
@@ -351,40 +321,6 @@ def _grids(by_step: dict) -> tuple[dict, dict]:
                 if step != "ntp" or width == 1:
                     grids.setdefault(batch, {})[width] = by_kv
     return grids, by_step.get("refeed", {})
-
-
-def _read_rows(path, rows: list) -> tuple[dict, dict]:
-    """The ``rows`` of a time(k) file as ``{step: {batch: {width: {kv_len: median seconds}}}}`` and each row's
-    per-round seconds by ``(step, batch, width, kv_len)`` (where it has ``rounds_ms``), each validated."""
-    positive = dict(check=lambda v: math.isfinite(v) and v > 0, expect="a positive number")
-    grids: dict = {}
-    rounds: dict = {}
-    for i, row in enumerate(rows):
-        where = f"rows[{i}]."
-        if not isinstance(row, dict):
-            raise TimingFileError(f"timing file {path}: field 'rows[{i}]' must be an object, got {row!r}")
-        key = tuple(_field(path, row, name, int, where, check=lambda v, low=low: v >= low,
-                           expect=f"an integer >= {low}") for name, low in (("batch", 1), ("width", 1), ("kv_len", 0)))
-        median = _field(path, row, "median_ms", (int, float), where, **positive)
-        for low, high in (("p10_ms", "p90_ms"), ("lo_ms", "hi_ms")):
-            spread = [_field(path, row, name, (int, float), where, **positive) for name in (low, high) if name in row]
-            if spread and not spread[0] <= median <= spread[-1]:
-                raise TimingFileError(f"timing file {path}: rows[{i}] must have {low} <= median_ms <= {high}")
-        per_round = _field(path, row, "rounds_ms", list, where, check=lambda v: v and all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0 for x in v),
-            expect="a non-empty list of positive numbers") if "rounds_ms" in row else None
-        step = row.get("step", "forward")
-        if step not in STEPS:
-            raise TimingFileError(f"timing file {path}: field 'rows[{i}].step' must be one of {STEPS}, got {step!r}")
-        batch, width, kv_len = key
-        by_kv = grids.setdefault(step, {}).setdefault(batch, {}).setdefault(width, {})
-        if kv_len in by_kv:
-            raise TimingFileError(f"timing file {path}: rows[{i}] repeats (step, batch, width, kv_len) = "
-                                  f"{(step, *key)}")
-        by_kv[kv_len] = median / 1000.0
-        if per_round is not None:
-            rounds[(step, *key)] = tuple(v / 1000.0 for v in per_round)
-    return grids, rounds
 
 
 def _neighbours(xs: list, x: int, what: str, extrapolate: bool) -> list:
@@ -411,7 +347,7 @@ def _linear(points: dict, x: float) -> float:
 def measured_time(timing: Timing, batch: int, width: int, kv_len: int, extrapolate: bool = False,
                   refeed: bool = False) -> float:
     """Median seconds of a forward: a measured row, or linear interpolation in kv_len (per width), then in width;
-    ``refeed``: of the re-feed step (see :data:`STEPS`).
+    ``refeed``: of the re-feed step (see :data:`sbd_core.records.timing.STEPS`).
 
     The batch must be measured. Outside the measured widths or kv_lens it raises RooflineInputError, unless
     ``extrapolate`` (then it extends the end segment linearly and logs a warning).

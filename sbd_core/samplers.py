@@ -1,31 +1,19 @@
-"""Decoding setups ("samplers"): the one vocabulary of the workflow config, lm-eval's ``model_args`` and the report.
-
-A sampler is ``ntp`` (next-token decoding: one causal token per forward, greedy unless it samples), one of the block
-solvers of :data:`sbd_core.solvers.SOLVERS` used in SBD mode, or a training-free peer of :data:`PEERS` (Hugging Face
-``generate``, greedy or with prompt lookup; :mod:`sbd_core.peers`), which the workflow decodes on the NTP arm only.
-Its spec is a plain dict::
-
-    {"mode": "ntp" | "sbd" | "hf", "solver": "ntp" | solver name | peer name,
-     "params": {...resolved, defaults included},
-     "family": report family ("ntp", "eb-entropy", "confidence_threshold", "hf-generate", "prompt-lookup", ...),
-     "tag": run name ("ntp", "eb-entropy-g0.1", "eb-entropy-g0.1-verify", "hf-generate", "prompt-lookup-10", ...)}
-
-``ntp`` takes only the sampling parameters every solver has (``temperature``, ``seed``); a block solver also takes
-``verify`` (``greedy`` / ``sample``: every block checked against NTP mode, :mod:`sbd_core.verify`); the peers are greedy
-and take only their own parameters. The workflow config lists samplers with one value or a list of values per
-parameter; :func:`expand_samplers` turns that into one entry per setting, keyed by tag, so each setting is its own
-decode job (changing one threshold reruns only it). :func:`build_decoder` is the one place a spec picks its decoder.
-"""
+"""Samplers, the torch-free vocabulary of the workflow config, lm-eval's ``model_args`` and the report: ``ntp``, the
+block solvers of :data:`sbd_core.solver_rules.SOLVERS` and the training-free peers of :data:`PEERS`. A sampler is a
+frozen :class:`Sampler`; its dict form (:meth:`Sampler.to_dict`, :func:`sampler_spec`) is what crosses JSON files and
+the workflow. Which decoder a sampler runs on is :mod:`sbd_core.decoding.factory`'s; the rules are in
+docs/definitions.md and docs/peers.md."""
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass, field
 
 from .errors import UserError, user_input
 from .solver_rules import COMMON_PARAMS, SOLVER_NAMES, describe_solvers, make_rule
 
 NTP = "ntp"
-PEER_MODE = "hf"  # the training-free peers: Hugging Face generate on the NTP arm (sbd_core.peers)
+PEER_MODE = "hf"  # the training-free peers: Hugging Face generate on the NTP arm (sbd_core.decoding.peers)
 #: The training-free peers: {name: {"summary", "params": {param: default}}} (every peer default lives here).
 PEERS = {
     "hf_generate": {"summary": "Hugging Face generate, greedy: the baseline a user would pick (the tokens of ntp)",
@@ -49,8 +37,63 @@ def describe_samplers() -> dict[str, dict]:
     return {NTP: ntp, **solvers, **{name: {**peer, "params": dict(peer["params"])} for name, peer in PEERS.items()}}
 
 
-def sampler_spec(name: str, **params) -> dict:
-    """The spec of sampler ``name`` (``ntp`` or a solver name) with validated ``params`` over its defaults."""
+@dataclass(frozen=True)
+class Sampler:
+    """One decoding setting: its name (``ntp``, a solver or a peer), its mode, its resolved parameters (defaults
+    included), its report family and its run tag."""
+
+    name: str
+    mode: str  # "ntp", "sbd" (a block solver) or PEER_MODE (a training-free peer)
+    params: dict = field(hash=False)
+    family: str
+    tag: str
+
+    @property
+    def is_peer(self) -> bool:
+        """A training-free peer (Hugging Face generate on the NTP arm): no block solver, its own decoder."""
+        return self.mode == PEER_MODE
+
+    @property
+    def decoder(self) -> str:
+        """The kind of decoder it runs on: ``peer`` (:mod:`sbd_core.decoding.peers`) or ``block`` (NTP and the block
+        solvers: the reference decoder or the engine, as ``DecodeConfig.engine`` says)."""
+        return "peer" if self.is_peer else "block"
+
+    @property
+    def decode_mode(self) -> str:
+        """The :class:`sbd_core.decode_config.DecodeConfig` mode it decodes in: ``sbd`` for the block solvers, ``ntp``
+        for NTP decoding and the peers (one causal stream, no mask token)."""
+        return "sbd" if self.mode == "sbd" else NTP
+
+    @property
+    def rule_name(self) -> str:
+        """The solver rule it decides with (NTP decoding: a one-position rule that only picks the token)."""
+        return _NTP_SOLVER if self.mode == NTP else self.name
+
+    @property
+    def label(self) -> str:
+        """A reader's name: ``NTP``, ``EB γ=0.1``, ``EB γ=0.1 + verify``, ``HF generate``, ``prompt lookup (10)``."""
+        return _label(self.name, self.params, self.tag)
+
+    def to_dict(self) -> dict:
+        """The JSON form: ``{"mode", "solver", "params", "family", "tag"}``."""
+        return {"mode": self.mode, "solver": self.name, "params": dict(self.params), "family": self.family,
+                "tag": self.tag}
+
+    @classmethod
+    def from_dict(cls, spec: dict) -> "Sampler":
+        """A sampler from its JSON form (as :meth:`to_dict` writes it)."""
+        return cls(spec["solver"], spec["mode"], dict(spec["params"]), spec["family"], spec["tag"])
+
+
+def as_sampler(sampler: "Sampler | dict") -> Sampler:
+    """``sampler`` as a :class:`Sampler`; a dict (its JSON form, from a file or the workflow; a record of an older run
+    may lack the derived keys) is resolved again from its ``solver`` and ``params``."""
+    return sampler if isinstance(sampler, Sampler) else make_sampler(sampler["solver"], **sampler["params"])
+
+
+def make_sampler(name: str, **params) -> Sampler:
+    """Sampler ``name`` (``ntp``, a solver or a peer) with validated ``params`` over its defaults."""
     if name == NTP:
         extra = sorted(set(params) - set(COMMON_PARAMS))
         if extra:
@@ -58,18 +101,22 @@ def sampler_spec(name: str, **params) -> dict:
                              f"{list(COMMON_PARAMS)}, got {extra}")
         rule = make_rule(_NTP_SOLVER, **params)
         resolved = {key: rule.params[key] for key in COMMON_PARAMS}
-        tag = NTP + rule.sampling_tag  # "ntp", or "ntp-t0.7-s1" when sampling
-        return {"mode": "ntp", "solver": NTP, "params": resolved, "family": NTP, "tag": tag}
+        return Sampler(NTP, NTP, resolved, NTP, NTP + rule.sampling_tag)  # "ntp", or "ntp-t0.7-s1" when sampling
     if name in PEERS:
-        return _peer_spec(name, params)
+        return _peer(name, params)
     if name not in SOLVER_NAMES:
         raise ValueError(f"unknown sampler {name!r}; valid names: {SAMPLER_NAMES}")
     rule = make_rule(name, **params)
-    return {"mode": "sbd", "solver": name, "params": rule.params, "family": rule.family, "tag": rule.tag}
+    return Sampler(name, "sbd", rule.params, rule.family, rule.tag)
 
 
-def _peer_spec(name: str, params: dict) -> dict:
-    """The spec of a training-free peer: its integer parameters (>= 1) over the defaults of :data:`PEERS`."""
+def sampler_spec(name: str, **params) -> dict:
+    """The JSON form of :func:`make_sampler` (what the workflow and the stages' files carry)."""
+    return make_sampler(name, **params).to_dict()
+
+
+def _peer(name: str, params: dict) -> Sampler:
+    """A training-free peer: its integer parameters (>= 1) over the defaults of :data:`PEERS`."""
     defaults = PEERS[name]["params"]
     extra = sorted(set(params) - set(defaults))
     if extra:
@@ -84,34 +131,37 @@ def _peer_spec(name: str, params: dict) -> dict:
         family, ngram = "prompt-lookup", resolved["max_matching_ngram_size"]
         tag = f"prompt-lookup-{resolved['tokens']}" + ("" if ngram == defaults["max_matching_ngram_size"] else
                                                         f"-ng{ngram}")
-    return {"mode": PEER_MODE, "solver": name, "params": resolved, "family": family, "tag": tag}
+    return Sampler(name, PEER_MODE, resolved, family, tag)
 
 
 def sampler_label(spec: dict) -> str:
-    """A reader's name for a sampler spec: ``NTP``, ``EB γ=0.1``, ``EB γ=0.1 + verify``, ``HF generate``, ``prompt
-    lookup (10)``; other solvers (and settings it has no words for) by their tag."""
-    params, tag, solver = spec.get("params") or {}, spec["tag"], spec["solver"]
-    if solver == NTP:
-        return "NTP" + (f" ({tag[len(NTP) + 1:]})" if tag != NTP else "")
-    if solver == "hf_generate":
+    """:attr:`Sampler.label` of a sampler's JSON form (``params`` may be missing: then the tag names it)."""
+    return _label(spec["solver"], spec.get("params") or {}, spec["tag"])
+
+
+def _label(name: str, params: dict, tag: str) -> str:
+    """A reader's name from a sampler's name and parameters; other solvers (and settings it has no words for, such as
+    a sampling EB run) by their ``tag``."""
+    sampling = (params.get("temperature") or 0) > 0
+    if name == NTP:
+        return "NTP" + (f" (t{params['temperature']:g}-s{params.get('seed', 0)})" if sampling else "")
+    if name == "hf_generate":
         return "HF generate"
-    if solver == "prompt_lookup":
+    if name == "prompt_lookup":
         defaults = PEERS["prompt_lookup"]["params"]
         tokens, ngram = (params.get(key, defaults[key]) for key in ("tokens", "max_matching_ngram_size"))
         return f"prompt lookup ({tokens}" + ("" if ngram == defaults["max_matching_ngram_size"] else
                                               f", {ngram}-grams") + ")"
     gamma, proxy = params.get("gamma"), params.get("proxy")
-    verified = params.get("verify", "none") != "none"
-    suffix = " + verify" if verified else ""
-    if solver == "eb" and gamma is not None and tag == f"eb-{proxy}-g{gamma:g}{suffix and '-verify'}":
+    if name == "eb" and gamma is not None and proxy is not None and not sampling:
+        suffix = "" if params.get("verify", "none") == "none" else " + verify"
         return f"EB \u03b3={gamma:g}" + ("" if proxy == "entropy" else f" ({proxy})") + suffix
     return tag
 
 
-def decode_mode(spec: dict) -> str:
-    """The :class:`sbd_core.generation.DecodeConfig` mode a spec decodes in: ``sbd`` for the block solvers, ``ntp`` for
-    NTP decoding and the peers (one causal stream, no mask token)."""
-    return "sbd" if spec["mode"] == "sbd" else NTP
+def decode_mode(spec: "Sampler | dict") -> str:
+    """:attr:`Sampler.decode_mode` of a sampler or its JSON form."""
+    return as_sampler(spec).decode_mode
 
 
 def sampler_name(mode: str | None = None, solver: str | None = None) -> str:
@@ -172,36 +222,10 @@ def checked_sampler(spec: dict) -> dict:
             raise UserError(f"sampler spec: unknown key(s) {sorted(entry)} beside 'params'; a full spec has "
                             f"{['solver', 'params', *_DERIVED]}")
     with user_input("sampler spec"):
-        resolved = sampler_spec(name, **params)
+        resolved = make_sampler(name, **params)
+    resolved = resolved.to_dict()
     wrong = {key: value for key, value in stated.items() if resolved[key] != value}
     if wrong:
         expected = {key: resolved[key] for key in wrong}
         raise UserError(f"sampler spec: {wrong} contradict solver {name!r} with params {params}, which give {expected}")
     return resolved
-
-
-def build_solver(spec: dict):
-    """The solver callable for a sampler spec (NTP decoding: the next token, greedy or sampled); the peers have none.
-    (:mod:`sbd_core.solvers` is imported here: it loads torch, and the workflow reads this module without it.)"""
-    if spec["mode"] == PEER_MODE:
-        raise ValueError(f"sampler {spec['tag']!r} is a training-free peer (Hugging Face generate): it has no block "
-                         "solver; build_decoder gives its decoder")
-    from .solvers import get_solver
-
-    if spec["mode"] == NTP:
-        return get_solver(_NTP_SOLVER, **spec["params"])
-    return get_solver(spec["solver"], **spec["params"])
-
-
-def build_decoder(model, tokenizer, config, spec: dict):
-    """The decoder of a sampler spec: :class:`sbd_core.peers.PeerDecoder` for a peer, else
-    :class:`sbd_core.decode.BlockDecoder` with the spec's solver; ``config`` is a DecodeConfig in the spec's
-    :func:`decode_mode`. (Imported here, not at the top: the workflow and the report read this module without
-    loading torch or transformers.)"""
-    if spec["mode"] == PEER_MODE:
-        from .peers import PeerDecoder
-
-        return PeerDecoder(model, tokenizer, config, spec)
-    from .decode import BlockDecoder
-
-    return BlockDecoder(model, tokenizer, config, build_solver(spec))

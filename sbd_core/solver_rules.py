@@ -6,8 +6,7 @@ classes; it is the only list of solvers. :func:`make_rule` checks a name and its
 
 The count rules use tensor methods only, so this module never imports torch: the workflow (Snakemake parsing the
 rules, :mod:`sbd_core.samplers`) reads names, parameters, tags and families from it without loading torch.
-:mod:`sbd_core.solvers` applies a rule to a forward's logits (statistics, ordering, token choice) and re-exports
-everything here.
+:mod:`sbd_core.decoding.solvers` applies a rule to a forward's logits (statistics, ordering, token choice).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from .solvers import BlockStats
+    from .decoding.solvers import BlockStats
 
 
 PROXIES = ("entropy", "confidence", "margin")  # the error proxies a user may choose (EB paper, eq. 1)

@@ -5,16 +5,16 @@ For a checkpoint, or a named model shape with random weights (no download), and 
 * ``ntp``: the NTP step (one token per row, its logits, the next token, the stop checks);
 * ``block``: an SBD step feeding a block of ``width`` tokens per row (its logits, the solver, the bookkeeping);
 * ``refeed``: the first SBD step of a block, ``width / 2`` re-fed tokens plus the new block (the re-feed rule:
-  :mod:`sbd_core.decode`; logits for the new block only).
+  :mod:`sbd_core.decoding.reference`; logits for the new block only).
 
-Each is the engine's own step (:meth:`sbd_core.engine.slots.Slots.step` through
-:class:`sbd_core.engine.decoder.Stepper`, the one host read included), every call from the same state. Measured as the
+Each is the engine's own step (:meth:`sbd_core.decoding.engine.slots.Slots.step` through
+:class:`sbd_core.decoding.engine.decoder.Stepper`, the one host read included), every call from the same state. Measured as the
 speed stage measures (:mod:`sbd_core.rounds`): ``rounds`` rounds, every (step, batch, width, cached keys) once per round
 in a fresh random order (seeded, recorded as ``orders``); in its turn a point is set up anew, called ``warmup`` times
 untimed and ``repeats`` times timed (each call between two device synchronisations), and the median of those is its
 value in that round. A row of the file holds every round's value (``rounds_ms``), their median (``median_ms``) and its
-order-statistic interval over rounds (``lo_ms``, ``hi_ms``). The output file is what
-:func:`sbd_core.roofline.load_timing` reads; the report predicts each run's wall speedup from it (eq. 16), one
+order-statistic interval over rounds (``lo_ms``, ``hi_ms``). The file's format is
+:mod:`sbd_core.records.timing`'s; the report predicts each run's wall speedup from it (eq. 16), one
 prediction per round, and flags steps that are implausible (:func:`sbd_core.report.prediction.implausible_steps`).
 """
 
@@ -29,16 +29,16 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 from . import checkpoint
-from .engine.decoder import Stepper
-from .engine.forward import CachedForward
-from .engine.slots import Shape, Slots
+from .decoding.engine.decoder import Stepper
+from .decoding.engine.forward import CachedForward
+from .decoding.engine.slots import Shape, Slots
+from .decoding.solvers import excluded_index, get_solver
 from .errors import UserError, user_input
-from .io_utils import write_json_atomic
 from .provenance import provenance
+from .records.timing import block_of, timing_document, timing_row, write_timing
 from .roofline import MODELS
 from .rounds import median_interval, round_orders
 from .settings import TimingSettings
-from .solvers import excluded_index, get_solver
 
 DEFAULT_WIDTHS = TimingSettings.widths  # 1, 2, 4, ..., 64
 
@@ -73,31 +73,20 @@ def prepared_step(model, step: str, width: int, batch: int, kv_len: int, compile
     forward = CachedForward(model, batch, kv_len + 2 * block)
     state = Slots(batch, block, kv_len + 4 * block, mode, vocab - 1, torch.zeros(vocab, dtype=torch.bool,
                   device=device), None, excluded_index((), vocab, device), get_solver("eb", gamma=0.1), device)
-    state.length.fill_(kv_len)
-    state.room.fill_(10 * block + 10)
-    state.active.fill_(True)
-    state.block_len.fill_(block)
-    state.masked.fill_(True)
-    state.pending.fill_(step == "refeed")
-    saved = {name: value.clone() for name, value in vars(state).items() if torch.is_tensor(value)}
+    state.hold(kv_len, 10 * block + 10, refeed=step == "refeed")
+    saved = state.snapshot()
     shape = Shape(*state.next_shape().tolist())
     if compile_step:  # every point is another engine's step: dynamo's caches start empty (a point's graphs are its own)
         torch._dynamo.reset()
     run = Stepper(state, forward, compile_step, "flex" if compile_step and device.type == "cuda" else "dense")
 
     def reset():
-        for name, value in saved.items():
-            getattr(state, name).copy_(value)
+        state.restore(saved)
 
     def call():
         run(shape)  # the engine's one host read (synchronises)
 
     return reset, call
-
-
-def block_of(step: str, width: int) -> int:
-    """The block size of a step: 1 (ntp), ``width`` (block) or ``width / 2`` (refeed: the re-fed block plus the new)."""
-    return 1 if step == "ntp" else (width // 2 if step == "refeed" else width)
 
 
 def time_calls(reset, call, device, warmup: int, repeats: int) -> float:
@@ -161,27 +150,22 @@ def run_timing(out: Path, model_dir: Path | None = None, shape: str | None = Non
             print(f"timing round {r}/{rounds}: {done} of {len(plan) * rounds} measurements", flush=True)
     rows = [_row(point, times) for point, times in measured.items() if times]
     config = model.config
-    result = {"kind": "sbd_timing", "version": 1, "device": device, "device_name": device_name(device),
-              "dtype": dtype, "warmup": warmup, "repeats": repeats, "rounds": rounds, "seed": seed,
-              "compiled": compile_step, "engine": "fast",
-              "model": {"name": name, "source": source, "class": type(model).__name__,
-                        "shape": {"hidden": config.hidden_size, "layers": config.num_hidden_layers,
-                                  "heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads,
-                                  "intermediate": config.intermediate_size, "vocab": config.vocab_size}},
-              "threads": torch.get_num_threads(), "complete": done == len(plan) * rounds,
-              "unmeasured": len(plan) * rounds - done, "rows": rows,
-              "orders": [[list(point) for point in order] for order in orders]}
-    write_json_atomic({**result, "provenance": provenance("timing", {"out": str(out)})}, out)
+    result = timing_document(
+        device=device, device_name=device_name(device), dtype=dtype, warmup=warmup, repeats=repeats, rounds=rounds,
+        seed=seed, compiled=compile_step, threads=torch.get_num_threads(), complete=done == len(plan) * rounds,
+        unmeasured=len(plan) * rounds - done, rows=rows, orders=[[list(point) for point in order] for order in orders],
+        model={"name": name, "source": source, "class": type(model).__name__,
+               "shape": {"hidden": config.hidden_size, "layers": config.num_hidden_layers,
+                         "heads": config.num_attention_heads, "kv_heads": config.num_key_value_heads,
+                         "intermediate": config.intermediate_size, "vocab": config.vocab_size}})
+    write_timing(result, provenance("timing", {"out": str(out)}), out)
     return result
 
 
 def _row(point: tuple, times: list[float]) -> dict:
     """A time(k) row: the point, every round's value and their median with its interval over rounds (ms)."""
     step, width, batch, kv_len = point
-    interval = median_interval(times)
-    return {"step": step, "batch": batch, "width": width, "kv_len": kv_len, "block_size": block_of(step, width),
-            "median_ms": interval.median, "lo_ms": interval.lo, "hi_ms": interval.hi, "level": interval.level,
-            "rounds_ms": times}
+    return timing_row(step, width, batch, kv_len, median_interval(times), times)
 
 
 def device_name(device: str) -> str:

@@ -32,7 +32,7 @@ import torch
 from . import distributed
 from .masking import IGNORE_INDEX, SBDBatch, build_batch, drop_empty_segments
 from .objective import compute_loss
-from .train_config import OBJECTIVES, PAPER_RECIPE, TrainConfig, micro_batches_per_step  # noqa: F401 (re-exported)
+from .train_config import OBJECTIVES, TrainConfig, micro_batches_per_step
 
 log = logging.getLogger("sbd_core")
 

@@ -1,6 +1,6 @@
 """The fine-tuning settings (:class:`TrainConfig`) and what follows from them alone (:data:`OBJECTIVES`,
 :func:`micro_batches_per_step`); no torch import, so the workflow checks a config's ``finetune`` section when Snakemake
-parses the rules. :mod:`sbd_core.train` (the training loop) and :mod:`sbd_core.objective` re-export them."""
+parses the rules; the training loop (:mod:`sbd_core.train`) reads them from here."""
 
 from __future__ import annotations
 

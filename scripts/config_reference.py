@@ -22,12 +22,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's sbd_core, wherever the script is run from
 
 from sbd_core.benchmarks import describe_benchmarks  # noqa: E402
-from sbd_core.generation import DecodeConfig  # noqa: E402
+from sbd_core.decode_config import DecodeConfig  # noqa: E402
 from sbd_core.launch import LaunchSettings  # noqa: E402
 from sbd_core.likelihood import TASKS  # noqa: E402
 from sbd_core.samplers import describe_samplers  # noqa: E402
 from sbd_core.settings import RuntimeSettings, SpeedSettings, StatsSettings, TimingSettings  # noqa: E402
-from sbd_core.train import TrainConfig  # noqa: E402
+from sbd_core.train_config import TrainConfig  # noqa: E402
 from sbd_core.training_data.build import MixSpec  # noqa: E402
 
 SCHEMA_FILE = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -208,7 +208,7 @@ def registries() -> str:
                        "The settings each task takes and their defaults (`sbd_core.likelihood`)."),
         registry_table("Parameters per sampler (`decode.samplers[]`)", "parameter", samplers,
                        "The parameters each `solver` takes and their defaults (`sbd_core.samplers`, "
-                       "`sbd_core.solvers`); a list of values sweeps a parameter."),
+                       "`sbd_core.solver_rules`); a list of values sweeps a parameter."),
     ])
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from sbd_core.solvers import exclude_tokens
+from sbd_core.decoding.solvers import exclude_tokens
 
 ATOL = 1e-4  # float32 logits of two code paths differ by ~1e-6 on the tiny models; planted bugs move them by > 1e-3
 TIE_BOUND = 1e-3  # a top-2 logit gap below this may flip between code paths; above it, tokens must agree

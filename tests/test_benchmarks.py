@@ -14,9 +14,10 @@ import pytest
 from conftest import char_tokenizer
 from sbd_core.benchmarks import (BENCHMARKS, ID_KEY, PAPER_COLUMNS, THINKING_OFF, THINKING_ON, Benchmark,
                                  BenchmarkUnavailable, Settings, add_special_tokens_for, describe_benchmarks,
-                                 get_benchmark, read_generations, score_generations)
+                                 get_benchmark, score_generations)
 from sbd_core.benchmarks.chat import render_chat
 from sbd_core.benchmarks.lm_eval_hooks import final_answer_text, math_answer, math_verify_results
+from sbd_core.records.generations import read_generations
 from sbd_core.tasks import get_task
 
 # copies of the real test sets beside the checkout (a folder shared/benchmarks above it); absent on most machines

@@ -15,7 +15,7 @@ from conftest import char_tokenizer, tiny_model
 from sbd_core.benchmarks import ID_KEY, get_benchmark
 from sbd_core.pipeline import run_score
 from sbd_core.benchmarks.lm_eval_task import metric_name, write_lm_eval_task
-from sbd_core.evaluation.replay import MissingGenerationError, ReplayLM
+from sbd_core.benchmarks.replay import MissingGenerationError, ReplayLM
 from sbd_core.tasks import get_task
 from test_benchmarks import CHAT_TEMPLATE, SHARED, needs_data
 
@@ -185,8 +185,8 @@ def check_agreement(bench, problems, settings, tok, lm_eval_results, work_dir):
 def test_sbd_model_renders_chats_and_encodes_one_bos(chat_ckpt, monkeypatch):
     """``SBDLM.apply_chat_template`` is the benchmarks' renderer; a rendered chat (which starts with BOS) is encoded
     without adding special tokens, a plain prompt with them; without a chat template the error says what to do."""
-    from sbd_core.decode import Generation
-    from sbd_core.evaluation import lm_eval_model
+    from sbd_core.decoding.setup import Generation
+    from sbd_core.lm_eval_adapter import model as lm_eval_model
 
     lm = lm_eval_model.SBDLM(str(chat_ckpt), mode="ntp")
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
@@ -203,7 +203,7 @@ def test_sbd_model_renders_chats_and_encodes_one_bos(chat_ckpt, monkeypatch):
             seen.update({p: self.config.add_special_tokens for p in prompts})
             return [Generation("x", [5], 1, "length", 0.0) for _ in prompts]
 
-    monkeypatch.setattr(lm_eval_model, "build_decoder", Recorder)
+    monkeypatch.setattr(lm_eval_model, "make_decoder", Recorder)
     requests = [Instance("generate_until", {}, (text, {"max_gen_toks": 1}), 0) for text in (chat, "Question: 1")]
     assert lm.generate_until(requests, disable_tqdm=True) == ["x", "x"]
     assert seen == {chat: False, "Question: 1": True}
@@ -221,7 +221,7 @@ def test_sbd_model_through_lm_eval_agrees_with_the_dag(chat_ckpt, tmp_path, name
     import lm_eval
     from lm_eval.tasks import TaskManager
 
-    from sbd_core.evaluation.lm_eval_model import SBDLM
+    from sbd_core.lm_eval_adapter.model import SBDLM
 
     bench = get_benchmark(name)
     settings = bench.settings({"limit": 3, "max_new_tokens": 12})
@@ -245,7 +245,7 @@ def test_lm_eval_command_line_run_agrees_with_the_dag(chat_ckpt, tmp_path):
     settings = bench.settings({"limit": 3, "max_new_tokens": 10})
     problems = bench.load(SHARED / "gsm8k_test.jsonl")[:3]
     write_lm_eval_task(bench, problems, settings, tmp_path / "task")
-    cmd = [sys.executable, "-m", "sbd_core.evaluation.lm_eval_cli", "run", "--model", "sbd",
+    cmd = [sys.executable, "-m", "sbd_core.lm_eval_adapter.cli", "run", "--model", "sbd",
            "--model_args", f"pretrained={chat_ckpt},mode=ntp", "--tasks", bench.task,
            "--include_path", str(tmp_path / "task"), "--apply_chat_template", "--log_samples",
            "--output_path", str(tmp_path / "out")]

@@ -41,7 +41,7 @@ def good(tmp_path_factory):
     generations.write_text("".join(json.dumps({"id": p["sbd_id"], "completion": f"#### {p['answer']}"}) + "\n"
                                    for p in problems))
     score = {"model": "m", "objective": "ntp", "sampler": "ntp", "benchmark": "math", "accuracy": 1.0,
-             "n_problems": 3, "total_nfe": 12, "total_tokens": 12,
+             "n_problems": 3, "total_nfe": 12, "total_tokens": 12, "mean_nfe": 4.0, "tokens_per_forward": 1.0,
              "sampler_spec": {"mode": "ntp", "solver": "ntp", "params": {}, "family": "ntp", "tag": "ntp"}}
     score_file = root / "score.json"
     score_file.write_text(json.dumps(score))

@@ -12,9 +12,10 @@ import pytest
 
 pytest.importorskip("evalplus")
 
-from sbd_core.evaluation.code import MISSING_STATUS, evaluate_code, validate_problems  # noqa: E402
-from sbd_core.evaluation.code import scorer  # noqa: E402
-from sbd_core.evaluation.code.sandbox import Isolation  # noqa: E402
+from sbd_core.sandbox.problems import validate_problems  # noqa: E402
+from sbd_core.sandbox.scorer import MISSING_STATUS, evaluate_code  # noqa: E402
+from sbd_core.sandbox import scorer  # noqa: E402
+from sbd_core.sandbox.pool import Isolation  # noqa: E402
 from sbd_core.io_utils import read_jsonl, write_json_atomic, write_jsonl_atomic  # noqa: E402
 
 

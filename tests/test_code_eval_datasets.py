@@ -14,7 +14,8 @@ pytest.importorskip("evalplus")
 
 from code_eval_datasets import benchmarks_dir, humaneval_plus_like, mbpp_plus  # noqa: E402
 
-from sbd_core.evaluation.code import evaluate_code, validate_problems  # noqa: E402
+from sbd_core.sandbox.problems import validate_problems  # noqa: E402
+from sbd_core.sandbox.scorer import evaluate_code  # noqa: E402
 
 FOLDER = benchmarks_dir()
 pytestmark = [pytest.mark.slow,  # about 30 s on 2 busy cores

@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("evalplus")
 
-from sbd_core.evaluation.code.oracle import RunReport, input_set_status, output_matches  # noqa: E402
-from sbd_core.evaluation.code.plain_data import (  # noqa: E402
+from sbd_core.sandbox.oracle import RunReport, input_set_status, output_matches  # noqa: E402
+from sbd_core.sandbox.plain_data import (  # noqa: E402
     Digest, Unserialisable, decode, decode_output, dumps, encode, encode_output, loads,
 )
 

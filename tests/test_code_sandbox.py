@@ -19,7 +19,8 @@ import pytest
 
 pytest.importorskip("evalplus")
 
-from sbd_core.evaluation.code import detect_isolation, evaluate_code  # noqa: E402
+from sbd_core.sandbox.pool import detect_isolation  # noqa: E402
+from sbd_core.sandbox.scorer import evaluate_code  # noqa: E402
 
 MARKER = f"sbdtest{uuid.uuid4().hex[:10]}"
 SALT = uuid.uuid4().hex

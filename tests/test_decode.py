@@ -7,8 +7,11 @@ from transformers import DynamicCache
 
 from conftest import tiny_model
 from oracles import RecordingSolver, check_greedy_path, check_sbd_path, eos_splitting
-from sbd_core.decode import BlockDecoder, DecodeConfig, generate, never_generated_ids
-from sbd_core.solvers import get_solver
+from sbd_core.decode_config import DecodeConfig
+from sbd_core.decoding.factory import generate, make_block_decoder
+from sbd_core.decoding.reference import BlockDecoder
+from sbd_core.decoding.setup import never_generated_ids
+from sbd_core.decoding.solvers import get_solver
 
 PROMPTS = ["hi", "a longer prompt here", "mid size"]
 MASK, PAD = 3, 2  # conftest's tokenizer: <|reserved_special_token_0|> is the mask token, <|pad|> the padding
@@ -23,7 +26,7 @@ def test_sbd_decoder_follows_slow_reference(sbd_model, tokenizer, solver):
     recorder = RecordingSolver(solver)
     decoder = BlockDecoder(sbd_model, tokenizer, DecodeConfig(block_size=4, max_new_tokens=11, eos_token_ids=eos),
                            recorder)
-    assert decoder.excluded_ids == (PAD, MASK)
+    assert decoder.setup.excluded_ids == (PAD, MASK)
     gens = decoder.decode_batch(ids)
     check_sbd_path(sbd_model, ids, gens, recorder.calls, 4, 11, eos, excluded=(PAD, MASK))
 
@@ -54,7 +57,7 @@ def ntp_decode(model, tokenizer, prompts, max_new):
     decoder = BlockDecoder(model, tokenizer, DecodeConfig(mode="ntp", max_new_tokens=max_new, eos_token_ids=()),
                            recorder)
     gens = decoder.decode_batch([tokenizer(p)["input_ids"] for p in prompts])
-    return gens, torch.cat([c.logits for c in recorder.calls], dim=1), decoder.excluded_ids
+    return gens, torch.cat([c.logits for c in recorder.calls], dim=1), decoder.setup.excluded_ids
 
 
 def test_ntp_mode_follows_hf_generate_greedy(model_kind, tokenizer):
@@ -189,7 +192,7 @@ def test_bad_input_gets_clear_errors(sbd_model, tokenizer):
         DecodeConfig(block_size=0)
     with pytest.raises(ValueError, match="mode"):
         DecodeConfig(mode="diffusion")
-    decoder = BlockDecoder(sbd_model, tokenizer, DecodeConfig(), get_solver("eb"))
+    decoder = make_block_decoder(sbd_model, tokenizer, DecodeConfig(), get_solver("eb"))
     with pytest.raises(ValueError, match="context"):
         decoder.generate(["x" * 300])
     with pytest.raises(ValueError, match="empty prompt"):

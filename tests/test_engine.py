@@ -12,12 +12,15 @@ from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel, PreTrainedTo
 from conftest import tiny_model
 from oracles import (RecordingSolver, check_engine_path, check_greedy_path, decisions_are_stable, engine_ntp_logits,
                      eos_splitting)
-from sbd_core.decode import BlockDecoder, DecodeConfig
-from sbd_core.engine import FastDecoder
-from sbd_core.engine.slots import token_table
+from sbd_core.decode_config import DecodeConfig
+from sbd_core.decoding.factory import make_block_decoder
+from sbd_core.decoding.reference import BlockDecoder
+from sbd_core.decoding.engine import FastDecoder
+from sbd_core.decoding.engine.slots import token_table
 from sbd_core.mask_token import setup_mask_token
-from sbd_core.samplers import build_solver, sampler_spec
-from sbd_core.solvers import get_solver
+from sbd_core.decoding.factory import make_solver
+from sbd_core.samplers import sampler_spec
+from sbd_core.decoding.solvers import get_solver
 
 PROMPTS = ["hi", "a much longer prompt than the others, with many more tokens in it", "mid size", "x", "four"]
 PAD, MASK = 2, 3
@@ -69,14 +72,14 @@ def test_engine_gives_the_reference_decoders_results(kind, tokenizer, attn, name
     model, ids = peaked_model(kind, tokenizer, attn), ids_of(tokenizer)
     spec = sampler_spec(name, **params)
     base = DecodeConfig(block_size=4, max_new_tokens=14, eos_token_ids=(), batch_size=2, engine="reference")
-    eos = (eos_splitting(BlockDecoder(model, tokenizer, base, build_solver(spec)).generate(ids), 4),)
-    recorder = RecordingSolver(build_solver(spec))
+    eos = (eos_splitting(make_block_decoder(model, tokenizer, base, make_solver(spec)).generate(ids), 4),)
+    recorder = RecordingSolver(make_solver(spec))
     config = DecodeConfig(block_size=4, max_new_tokens=14, eos_token_ids=eos, batch_size=2, engine="reference")
-    reference = BlockDecoder(model, tokenizer, config, recorder).generate(ids)
-    assert decisions_are_stable(build_solver(spec), recorder.calls), "a near-tied decision: no fair comparison"
+    reference = make_block_decoder(model, tokenizer, config, recorder).generate(ids)
+    assert decisions_are_stable(make_solver(spec), recorder.calls), "a near-tied decision: no fair comparison"
     for slots in (1, 3):  # alone, and with refills
         fast = DecodeConfig(block_size=4, max_new_tokens=14, eos_token_ids=eos, batch_size=slots, engine="fast")
-        for ours, ref in zip(BlockDecoder(model, tokenizer, fast, build_solver(spec)).generate(ids), reference):
+        for ours, ref in zip(make_block_decoder(model, tokenizer, fast, make_solver(spec)).generate(ids), reference):
             assert (ours.token_ids, ours.nfe, ours.stop_reason) == (ref.token_ids, ref.nfe, ref.stop_reason)
             assert ours.text == ref.text and ours.widths == ref.widths and len(ref.widths) == ref.nfe
 
@@ -84,10 +87,10 @@ def test_engine_gives_the_reference_decoders_results(kind, tokenizer, attn, name
 def test_ntp_mode_follows_hf_generate(model_kind, tokenizer):
     model = tiny_model(model_kind, len(tokenizer))
     ids, max_new = ids_of(tokenizer), 12
-    recorder = RecordingSolver(build_solver(sampler_spec("ntp")))
+    recorder = RecordingSolver(make_solver(sampler_spec("ntp")))
     config = DecodeConfig(mode="ntp", max_new_tokens=max_new, eos_token_ids=(), batch_size=2)
     decoder = FastDecoder(model, tokenizer, config, recorder)
-    assert decoder.excluded_ids == (PAD,)
+    assert decoder.setup.excluded_ids == (PAD,)
     gens = decoder.generate(ids)
     logits = engine_ntp_logits(recorder.calls, 2, len(ids), max_new, eos=())
     for prompt, gen, ours in zip(ids, gens, logits):
@@ -126,7 +129,7 @@ def test_stop_strings_end_rows_as_in_the_reference(tokenizer, solver):
         config = DecodeConfig(block_size=4, max_new_tokens=16, eos_token_ids=(), stop_strings=(stop,),
                               batch_size=slots, engine=engine)
         results[engine, slots] = [(g.token_ids, g.nfe, g.stop_reason, g.text)
-                                  for g in BlockDecoder(model, tokenizer, config, solver).generate(ids)]
+                                  for g in make_block_decoder(model, tokenizer, config, solver).generate(ids)]
     assert any(r[2] == "stop_string" for r in results["reference", 2])
     assert results["fast", 1] == results["reference", 2] == results["fast", 3]
 

@@ -18,14 +18,15 @@ from torch.nn.attention.flex_attention import create_mask
 
 from conftest import tiny_model
 from oracles import RecordingSolver, check_engine_path, decisions_are_stable
-from sbd_core.decode import DecodeConfig
-from sbd_core.engine import FastDecoder
-from sbd_core.engine.decoder import bucket, buckets
-from sbd_core.engine.attention import DensePlan, FlexPlan, Ragged
-from sbd_core.engine.slots import Slots
+from sbd_core.decode_config import DecodeConfig
+from sbd_core.decoding.engine import FastDecoder
+from sbd_core.decoding.engine.decoder import bucket, buckets
+from sbd_core.decoding.engine.attention import DensePlan, FlexPlan, Ragged
+from sbd_core.decoding.engine.slots import Slots
 from sbd_core.mask_token import setup_mask_token
-from sbd_core.samplers import build_solver, sampler_spec
-from sbd_core.solvers import excluded_index
+from sbd_core.decoding.factory import make_solver
+from sbd_core.samplers import sampler_spec
+from sbd_core.decoding.solvers import excluded_index
 from test_engine import MASK, PAD, PROMPTS, SOLVERS, ids_of, peaked_model
 
 SLOTS, MAX_LEN, KV_HEADS, HEADS, HEAD_DIM = 3, 128, 2, 4, 8
@@ -69,7 +70,7 @@ def test_flex_plan_gives_the_dense_plans_attention_and_every_query_sees_a_key():
 def test_the_flex_path_follows_the_slow_reference_along_its_own_path(tokenizer, kind):
     """The CUDA path's attention, run eagerly (torch's unfused flex), under the oracle of test_engine.py."""
     model, ids = peaked_model(kind, tokenizer, scale=1.0), ids_of(tokenizer)
-    recorder = RecordingSolver(build_solver(sampler_spec("eb", gamma=0.5)))
+    recorder = RecordingSolver(make_solver(sampler_spec("eb", gamma=0.5)))
     config = DecodeConfig(block_size=4, max_new_tokens=9, eos_token_ids=(), batch_size=2)
     gens = FastDecoder(model, tokenizer, config, recorder, attention="flex").generate(ids)
     check_engine_path(model, ids, gens, recorder.calls, 2, 4, 9, eos=(), excluded=(PAD, MASK))
@@ -110,7 +111,7 @@ def test_the_step_traces_into_one_graph_for_every_solver(tokenizer, fresh_dynamo
     spec = sampler_spec(name, **params)
     config = DecodeConfig(mode="ntp" if name == "ntp" else "sbd", block_size=4, max_new_tokens=6, eos_token_ids=(),
                           batch_size=2, compile=True)
-    engine = FastDecoder(model, tokenizer, config, build_solver(spec), backend="eager")
+    engine = FastDecoder(model, tokenizer, config, make_solver(spec), backend="eager")
     engine.generate(ids_of(tokenizer)[:3])  # fullgraph=True: a graph break raises
     assert not counters["graph_break"] and counters["stats"]["unique_graphs"] == 2  # the step and the prefill
 
@@ -120,7 +121,7 @@ def test_every_solvers_update_traces_into_one_graph(fresh_dynamo, name, params):
     """The solver and the bookkeeping of a step, alone (seconds): every solver's code in the default tier."""
     mode, k, vocab = ("ntp", 1, 50) if name == "ntp" else ("sbd", 4, 50)
     state = Slots(3, k, 16, mode, vocab - 1, torch.zeros(vocab, dtype=torch.bool), torch.ones(vocab, dtype=torch.bool),
-                  excluded_index([vocab - 1], vocab, "cpu"), build_solver(sampler_spec(name, **params)), "cpu")
+                  excluded_index([vocab - 1], vocab, "cpu"), make_solver(sampler_spec(name, **params)), "cpu")
     state.admit(torch.tensor([0, 2]), torch.tensor([5, 9]), torch.tensor([6, 16]), torch.tensor([7, 8]))
     update = torch.compile(state.update, fullgraph=True, backend="eager")
     for _ in range(3):
@@ -131,7 +132,7 @@ def test_every_solvers_update_traces_into_one_graph(fresh_dynamo, name, params):
 @pytest.mark.slow
 def test_the_cuda_configuration_compiles_once_over_generate_calls(tokenizer, fresh_dynamo):
     model = peaked_model("qwen3", tokenizer)
-    solver = build_solver(sampler_spec("eb", gamma=0.5))
+    solver = make_solver(sampler_spec("eb", gamma=0.5))
     config = DecodeConfig(block_size=4, max_new_tokens=10, eos_token_ids=(1,), batch_size=3, compile=True, max_len=128)
     engine = FastDecoder(model, tokenizer, config, solver, attention="flex", backend="aot_eager")
     ids = ids_of(tokenizer)
@@ -156,7 +157,7 @@ def test_the_compiled_cpu_step_decides_as_the_eager_step(tokenizer, fresh_dynamo
     setup_mask_token(tokenizer, model)
     with torch.no_grad():
         model.lm_head.weight.mul_(12.0)
-    solver = build_solver(sampler_spec("ntp" if mode == "ntp" else "eb", **({} if mode == "ntp" else {"gamma": 0.5})))
+    solver = make_solver(sampler_spec("ntp" if mode == "ntp" else "eb", **({} if mode == "ntp" else {"gamma": 0.5})))
     config = DecodeConfig(mode=mode, block_size=4, max_new_tokens=12, eos_token_ids=(1,), batch_size=3, compile=True)
     compiled = FastDecoder(model, tokenizer, config, solver)
     recorder = RecordingSolver(solver)

@@ -18,11 +18,12 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from oracles import RecordingSolver, check_engine_path, decisions_are_stable
-from sbd_core.decode import BlockDecoder, DecodeConfig
-from sbd_core.engine import FastDecoder
-from sbd_core.engine.forward import CachedForward
+from sbd_core.decode_config import DecodeConfig
+from sbd_core.decoding.factory import make_block_decoder
+from sbd_core.decoding.engine import FastDecoder
+from sbd_core.decoding.engine.forward import CachedForward
 from sbd_core.mask_token import setup_mask_token
-from sbd_core.solvers import get_solver
+from sbd_core.decoding.solvers import get_solver
 from test_engine import MASK, PAD, PROMPTS, ids_of, peaked_model
 
 BF16_ULPS = 8 * 2.0 ** -8  # 8 bf16 roundings (2^-8 relative each) of the largest logit; measured: under 1.5
@@ -60,7 +61,7 @@ def test_bf16_engine_gives_the_bf16_reference_decoders_tokens(tokenizer, kind):
     stable, reference = [], []
     for prompt in ids_of(tokenizer, candidates):
         recorder = RecordingSolver(solver)
-        gen = BlockDecoder(model, tokenizer, config, recorder).generate([prompt])[0]
+        gen = make_block_decoder(model, tokenizer, config, recorder).generate([prompt])[0]
         if decisions_are_stable(solver, recorder.calls, eps=2 * bf16_bound(recorder.calls)):
             stable.append(prompt)
             reference.append(gen)
@@ -126,5 +127,5 @@ def test_no_attention_row_is_left_without_a_key(sbd_model, tokenizer, monkeypatc
 
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
     config = DecodeConfig(mode=mode, block_size=4, max_new_tokens=6, eos_token_ids=(), batch_size=3, engine=engine)
-    BlockDecoder(sbd_model, tokenizer, config, get_solver("eb", gamma=0.5)).generate(ids_of(tokenizer))
+    make_block_decoder(sbd_model, tokenizer, config, get_solver("eb", gamma=0.5)).generate(ids_of(tokenizer))
     assert masks and all(bool(m.any(-1).all()) for m in masks), "a query row of an attention mask sees no key"

@@ -1,4 +1,4 @@
-"""The engine's verify path (sbd_core.engine.verified) against the reference decoder's (sbd_core.verify), the oracle:
+"""The engine's verify path (sbd_core.decoding.engine.verified) against the reference decoder's (sbd_core.decoding.verify), the oracle:
 per row the same tokens, stop reasons, NFE, widths, accepted and drafted counts, alone and with refills, with EOS, the
 length cap and stop strings, on decision-stable models; its cache against a fresh causal forward after rejections; the
 settings it refuses or hands to the reference decoder."""
@@ -8,9 +8,12 @@ import torch
 from transformers import DynamicCache
 
 from oracles import RecordingSolver, decisions_are_stable, eos_splitting
-from sbd_core.decode import BlockDecoder, DecodeConfig
-from sbd_core.engine import FastDecoder
-from sbd_core.samplers import build_solver, sampler_spec
+from sbd_core.decode_config import DecodeConfig
+from sbd_core.decoding.factory import make_block_decoder
+from sbd_core.decoding.reference import BlockDecoder
+from sbd_core.decoding.engine import FastDecoder
+from sbd_core.decoding.factory import make_solver
+from sbd_core.samplers import sampler_spec
 from test_verify import PROMPTS, ntp_reference, peaked
 
 
@@ -29,10 +32,10 @@ class Recording(RecordingSolver):
 
 def reference_results(model, tokenizer, ids, spec, **config):
     """The reference decoder's verified results (batch of 2), with its solver's decisions checked stable."""
-    recorder = Recording(build_solver(spec))
+    recorder = Recording(make_solver(spec))
     config = DecodeConfig(batch_size=2, engine="reference", **config)
-    gens = BlockDecoder(model, tokenizer, config, recorder).generate(ids)
-    assert decisions_are_stable(build_solver(spec), recorder.calls), "a near-tied draft decision: no fair comparison"
+    gens = make_block_decoder(model, tokenizer, config, recorder).generate(ids)
+    assert decisions_are_stable(make_solver(spec), recorder.calls), "a near-tied draft decision: no fair comparison"
     assert all(g.accepted is not None for g in gens)  # the recorder's solver verified
     return gens
 
@@ -59,9 +62,9 @@ def test_engine_verify_gives_the_reference_decoders_results(tokenizer, kind, nam
     assert any(a < d for g in reference for a, d in zip(g.accepted, g.drafted))  # rejections happen
     for slots in (1, 3):  # alone, and with refills (5 prompts through 3 slots)
         config = DecodeConfig(batch_size=slots, engine="fast", **settings)
-        decoder = BlockDecoder(model, tokenizer, config, build_solver(spec))
+        decoder = make_block_decoder(model, tokenizer, config, make_solver(spec))
         assert results(decoder.generate(ids)) == results(reference)
-        forwards, nfe = decoder.engine.stats.forwards, sum(g.nfe for g in reference)
+        forwards, nfe = decoder.stats.forwards, sum(g.nfe for g in reference)
         assert forwards == nfe if slots == 1 else forwards < nfe  # with 3 slots, rows share forwards
 
 
@@ -73,14 +76,14 @@ def test_engine_verify_ends_rows_at_stop_strings_as_the_reference_does(tokenizer
     settings = dict(block_size=4, max_new_tokens=16, eos_token_ids=(), stop_strings=(stop,))
     reference = reference_results(model, tokenizer, ids, spec, **settings)
     assert "stop_string" in {g.stop_reason for g in reference}
-    gens = BlockDecoder(model, tokenizer, DecodeConfig(batch_size=2, **settings), build_solver(spec)).generate(ids)
+    gens = make_block_decoder(model, tokenizer, DecodeConfig(batch_size=2, **settings), make_solver(spec)).generate(ids)
     assert results(gens) == results(reference)
 
 
 def test_engine_cache_holds_exact_causal_keys_after_rejections(sbd_model, tokenizer):
     ids = tokenizer("check the cache")["input_ids"]
     config = DecodeConfig(block_size=4, max_new_tokens=16, eos_token_ids=(), batch_size=1)
-    engine = FastDecoder(sbd_model, tokenizer, config, build_solver(sampler_spec("eb", gamma=1.0, verify="greedy")))
+    engine = FastDecoder(sbd_model, tokenizer, config, make_solver(sampler_spec("eb", gamma=1.0, verify="greedy")))
     gen = engine.generate([ids])[0]
     assert sum(a < d for a, d in zip(gen.accepted, gen.drafted)) >= 2  # a random model: drafts were rejected
     fed = len(gen.token_ids) - 1  # the last committed token is never fed
@@ -93,12 +96,12 @@ def test_engine_cache_holds_exact_causal_keys_after_rejections(sbd_model, tokeni
 
 
 def test_engine_refuses_compiling_verify_and_hands_sampled_verify_to_the_reference(sbd_model, tokenizer):
-    greedy = build_solver(sampler_spec("eb", gamma=0.3, verify="greedy"))
+    greedy = make_solver(sampler_spec("eb", gamma=0.3, verify="greedy"))
     with pytest.raises(ValueError, match="decode.compile: true cannot run a solver with verify"):
         FastDecoder(sbd_model, tokenizer, DecodeConfig(compile=True), greedy)
     assert not FastDecoder(sbd_model, tokenizer, DecodeConfig(), greedy).compile  # null: eager with verify
-    sampled = build_solver(sampler_spec("eb", gamma=0.3, temperature=1.0, seed=0, verify="sample"))
+    sampled = make_solver(sampler_spec("eb", gamma=0.3, temperature=1.0, seed=0, verify="sample"))
     with pytest.raises(ValueError, match="verify: sample does not run on decode.engine 'fast'"):
         FastDecoder(sbd_model, tokenizer, DecodeConfig(), sampled)
-    assert BlockDecoder(sbd_model, tokenizer, DecodeConfig(), sampled).config.engine == "reference"
-    assert BlockDecoder(sbd_model, tokenizer, DecodeConfig(), greedy).config.engine == "fast"
+    assert isinstance(make_block_decoder(sbd_model, tokenizer, DecodeConfig(), sampled), BlockDecoder)
+    assert isinstance(make_block_decoder(sbd_model, tokenizer, DecodeConfig(), greedy), FastDecoder)

@@ -11,7 +11,8 @@ from training_fixtures import packed_base
 from sbd_core import checkpoint, launch, pipeline
 from sbd_core.mask_token import setup_mask_token
 from sbd_core.pipeline.arms import Arm, plan_arms, seeds_of, trained_arms, trainer_spec
-from sbd_core.train import TrainConfig, tokenize_examples, train
+from sbd_core.train import tokenize_examples, train
+from sbd_core.train_config import TrainConfig
 
 PAIRS = [(f"{a}*{b}=", str(a * b)) for a in range(2, 30) for b in range(2, 6)]
 TRAIN = {"max_steps": 5, "batch_size": 8, "learning_rate": 2e-3, "warmup_steps": 1, "save_steps": 3,

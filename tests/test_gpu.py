@@ -14,12 +14,13 @@ from torch._dynamo.utils import counters
 from conftest import tiny_model
 from oracles import TIE_BOUND, RecordingSolver, check_engine_path, check_sbd_path, decisions_are_stable, top2_gap
 from test_engine_numerics import bf16_bound
-from sbd_core.decode import BlockDecoder, DecodeConfig
-from sbd_core.engine import FastDecoder
+from sbd_core.decode_config import DecodeConfig
+from sbd_core.decoding.reference import BlockDecoder
+from sbd_core.decoding.engine import FastDecoder
 from sbd_core.mask_token import setup_mask_token
 from sbd_core.masking import build_batch
 from sbd_core.objective import compute_loss
-from sbd_core.solvers import get_solver
+from sbd_core.decoding.solvers import get_solver
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 

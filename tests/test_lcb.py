@@ -17,9 +17,9 @@ from sbd_core.benchmarks.chat import render_chat
 from sbd_core.benchmarks.lcbv6 import (RELEASES, SHARD_SHA256, SYSTEM_MESSAGE, extraction_effect, extract_code,
                                       question_prompt)
 from sbd_core.benchmarks.lcb_results import flat_metrics, pass_at_k, window_rates
-from sbd_core.evaluation.code.lcb_child import PRELUDE, as_function
-from sbd_core.evaluation.code.lcb_tests import LcbDataError, inflate, load_tests, pickled_string
-from sbd_core.evaluation.limits import LCB_MAX_TESTS_BYTES
+from sbd_core.sandbox.lcb_child import PRELUDE, as_function
+from sbd_core.sandbox.lcb_tests import LcbDataError, inflate, load_tests, pickled_string
+from sbd_core.sandbox.limits import LCB_MAX_TESTS_BYTES
 from test_benchmarks import CHAT_TEMPLATE
 
 LCB = get_benchmark("lcbv6")

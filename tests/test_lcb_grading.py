@@ -19,8 +19,8 @@ from official_lcb import official_results
 from sbd_core import pipeline
 from sbd_core.benchmarks import ID_KEY, get_benchmark
 from sbd_core.benchmarks.lcbv6 import extract_code
-from sbd_core.evaluation.code import detect_isolation
-from sbd_core.evaluation.code.lcb_grader import evaluate_lcb, stdin_output_matches
+from sbd_core.sandbox.pool import detect_isolation
+from sbd_core.sandbox.lcb_grader import evaluate_lcb, stdin_output_matches
 from sbd_core.report import build_report
 from sbd_core.samplers import sampler_spec
 from test_benchmarks import CHAT_TEMPLATE

@@ -17,7 +17,7 @@ from lm_eval.models.huggingface import HFLM
 
 from likelihood_fixtures import TEXTS, save_checkpoint, write_arc_copy
 from oracles import TIE_BOUND
-from sbd_core.evaluation.lm_eval_model import SBDLM
+from sbd_core.lm_eval_adapter.model import SBDLM
 
 ATOL = 1e-4
 

@@ -13,13 +13,14 @@ from lm_eval.api.instance import Instance
 
 from conftest import char_tokenizer, tiny_model
 from oracles import TIE_BOUND, top2_gap
-from sbd_core.decode import BlockDecoder, DecodeConfig
+from sbd_core.decode_config import DecodeConfig
+from sbd_core.decoding.factory import make_block_decoder
 from sbd_core.benchmarks import get_benchmark
 from sbd_core.benchmarks.lm_eval_task import write_lm_eval_task
-from sbd_core.evaluation.lm_eval_model import ReplayLM, SBDLM, coerce_solver_params
+from sbd_core.lm_eval_adapter.model import ReplayLM, SBDLM, coerce_solver_params
 from sbd_core.mask_token import setup_mask_token
-from sbd_core.peers import PeerDecoder
-from sbd_core.solvers import get_solver
+from sbd_core.decoding.peers import PeerDecoder
+from sbd_core.decoding.solvers import get_solver
 from sbd_core.tasks import get_task
 
 OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
@@ -70,7 +71,7 @@ def test_registry_names_and_builtins_still_visible():
 
 def test_lm_eval_does_not_discover_entry_points():
     code = ("import lm_eval.api.registry as r, lm_eval.models; "
-            "print('sbd' in r.model_registry, 'sbd_core.evaluation.lm_eval_model' in __import__('sys').modules)")
+            "print('sbd' in r.model_registry, 'sbd_core.lm_eval_adapter.model' in __import__('sys').modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.split() == ["False", "False"]
 
@@ -104,12 +105,12 @@ def test_ntp_is_one_vocabulary(ckpt):
     """``solver=ntp`` (the workflow's name) and ``mode=ntp`` both mean NTP decoding; contradictions are errors."""
     for args in ({"solver": "ntp"}, {"mode": "ntp"}, {"mode": "ntp", "solver": "ntp"}):
         lm = SBDLM(str(ckpt), **args)
-        assert lm.mode == "ntp" and lm.sampler["tag"] == "ntp" and lm.sampler["family"] == "ntp"
+        assert lm.mode == "ntp" and lm.sampler.tag == "ntp" and lm.sampler.family == "ntp"
     sampled = SBDLM(str(ckpt), solver="ntp", temperature="0.7", seed="2").sampler
-    assert sampled["params"] == {"temperature": 0.7, "seed": 2} and sampled["tag"] == "ntp-t0.7-s2"
+    assert sampled.params == {"temperature": 0.7, "seed": 2} and sampled.tag == "ntp-t0.7-s2"
     default = SBDLM(str(ckpt))
-    assert (default.mode, default.sampler["tag"]) == ("sbd", "eb-entropy-g0.1")
-    assert SBDLM(str(ckpt), mode="sbd", solver="left_to_right").sampler["tag"] == "l2r-1"
+    assert (default.mode, default.sampler.tag) == ("sbd", "eb-entropy-g0.1")
+    assert SBDLM(str(ckpt), mode="sbd", solver="left_to_right").sampler.tag == "l2r-1"
     with pytest.raises(ValueError, match="mode='sbd' contradicts solver='ntp'"):
         SBDLM(str(ckpt), mode="sbd", solver="ntp")
     with pytest.raises(ValueError, match="mode='ntp' contradicts solver='eb'"):
@@ -124,8 +125,8 @@ def test_peers_answer_through_generate(ckpt):
     """``solver=hf_generate`` / ``solver=prompt_lookup`` (``mode=hf``): the training-free peers, decoded by
     :class:`PeerDecoder` with the request's stop strings and length."""
     lm = SBDLM(str(ckpt), mode="hf", solver="prompt_lookup", tokens="4", batch_size=2)
-    assert (lm.mode, lm.solver, lm.sampler["tag"]) == ("ntp", None, "prompt-lookup-4")
-    assert SBDLM(str(ckpt), solver="hf_generate").sampler["mode"] == "hf"
+    assert (lm.mode, lm.solver, lm.sampler.tag) == ("ntp", None, "prompt-lookup-4")
+    assert SBDLM(str(ckpt), solver="hf_generate").sampler.mode == "hf"
     prompts = ["Question: 12+3\nAnswer:", "hi"]
     config = DecodeConfig(mode="ntp", max_new_tokens=8, batch_size=2)
     free = PeerDecoder(lm.model, lm.tokenizer, config, lm.sampler).generate(prompts)
@@ -165,7 +166,7 @@ def test_generate_until_equals_block_decoder(ckpt, lm, mode):
 
     def decode(ps, stops, max_new):
         config = DecodeConfig(mode=mode, block_size=4, max_new_tokens=max_new, stop_strings=stops, batch_size=2)
-        return BlockDecoder(model.model, model.tokenizer, config, solver).generate(ps)
+        return make_block_decoder(model.model, model.tokenizer, config, solver).generate(ps)
 
     free = decode(prompts[:2], (), 12)
     stop = free[0].text[5]  # a character the first completion really produces: the cut must take effect
@@ -261,7 +262,7 @@ def test_simple_evaluate_with_sbd_model_string(ckpt, lm, tmp_path):
     assert [s["arguments"][0][0] for s in samples] == prompts
     # batch_size=1 on both sides: each prompt is decoded alone, the same float operations whatever order lm-eval uses
     config = DecodeConfig(block_size=4, max_new_tokens=8, stop_strings=get_task("math").stop_sequences, batch_size=1)
-    ref = BlockDecoder(lm.model, lm.tokenizer, config, get_solver("eb", gamma=0.1)).generate(prompts)
+    ref = make_block_decoder(lm.model, lm.tokenizer, config, get_solver("eb", gamma=0.1)).generate(prompts)
     assert [s["resps"][0][0] for s in samples] == [g.text for g in ref]
     assert res["results"][task]["exact_match,none"] == 0.0  # random weights never write "#### N"
 
@@ -270,7 +271,7 @@ def test_simple_evaluate_with_sbd_model_string(ckpt, lm, tmp_path):
 def test_lm_eval_command_line_runs_the_sbd_model(ckpt, tmp_path):
     problems = get_task("math").make_problems("test", 2, 0)
     task = synthetic_math_task(problems, tmp_path / "tasks")
-    cmd = [sys.executable, "-m", "sbd_core.evaluation.lm_eval_cli", "run", "--model", "sbd",
+    cmd = [sys.executable, "-m", "sbd_core.lm_eval_adapter.cli", "run", "--model", "sbd",
            "--model_args", f"pretrained={ckpt},solver=ntp,max_gen_toks=8",  # the workflow's name for NTP
            "--tasks", task, "--include_path", str(tmp_path / "tasks"), "--output_path", str(tmp_path / "out")]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, **OFFLINE})

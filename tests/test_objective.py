@@ -9,7 +9,8 @@ from conftest import tiny_model
 from sbd_core.mask_token import setup_mask_token
 from sbd_core.masking import IGNORE_INDEX, build_batch
 from sbd_core.objective import compute_loss, model_inputs
-from sbd_core.train import TrainConfig, tokenize_examples, train
+from sbd_core.train import tokenize_examples, train
+from sbd_core.train_config import TrainConfig
 
 
 def fixed_batch(vocab, objective="sbd", k=4, rows=4, n=24, seed=0):

@@ -10,7 +10,8 @@ from conftest import tiny_model
 from sbd_core.mask_token import setup_mask_token
 from sbd_core.masking import IGNORE_INDEX, build_batch
 from sbd_core.objective import compute_loss, model_inputs
-from sbd_core.train import PAPER_RECIPE, TrainConfig, layout, pad_rows, tokenize_examples, train
+from sbd_core.train import layout, pad_rows, tokenize_examples, train
+from sbd_core.train_config import PAPER_RECIPE, TrainConfig
 
 N = 24
 

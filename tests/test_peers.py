@@ -1,4 +1,4 @@
-"""The training-free peers (sbd_core.peers): Hugging Face generate greedy and with prompt lookup, against our NTP mode
+"""The training-free peers (sbd_core.decoding.peers): Hugging Face generate greedy and with prompt lookup, against our NTP mode
 (oracle style: equal tokens until a step where generate's own top-2 gap is below 1e-3), the stop rule and NFE counted
 by hand on a scripted model, the decode stage with a peer, bad input."""
 
@@ -12,12 +12,15 @@ from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 from conftest import char_tokenizer, tiny_model
 from oracles import TIE_BOUND, RecordingSolver, check_greedy_path, engine_ntp_logits, top2_gap
 from sbd_core import checkpoint, pipeline
-from sbd_core.decode import BlockDecoder, DecodeConfig
+from sbd_core.decode_config import DecodeConfig
+from sbd_core.decoding.factory import make_block_decoder
+from sbd_core.decoding.reference import BlockDecoder
 from sbd_core.errors import UserError
 from sbd_core.io_utils import read_jsonl
 from sbd_core.mask_token import setup_mask_token
-from sbd_core.peers import PeerDecoder
-from sbd_core.samplers import build_solver, sampler_spec
+from sbd_core.decoding.peers import PeerDecoder
+from sbd_core.decoding.factory import make_solver
+from sbd_core.samplers import sampler_spec
 
 PROMPTS = ["hi", "a much longer prompt than the others", "mid size", "four"]
 PAD = 2
@@ -42,9 +45,9 @@ def left_padded(rows):
 
 def our_ntp(model, tokenizer, ids, max_new):
     """Our NTP mode (the engine), one prompt at a time: its generations and the logits of each row's forwards."""
-    recorder = RecordingSolver(build_solver(sampler_spec("ntp")))
+    recorder = RecordingSolver(make_solver(sampler_spec("ntp")))
     config = DecodeConfig(mode="ntp", max_new_tokens=max_new, eos_token_ids=(), batch_size=1)
-    gens = BlockDecoder(model, tokenizer, config, recorder).generate(ids)
+    gens = make_block_decoder(model, tokenizer, config, recorder).generate(ids)
     return gens, engine_ntp_logits(recorder.calls, 1, len(ids), max_new, eos=())
 
 
@@ -54,7 +57,7 @@ def test_hf_generate_gives_the_tokens_of_our_ntp_mode(model_kind, tokenizer, bat
     ids, max_new = [tokenizer(p)["input_ids"] for p in PROMPTS], 12
     config = DecodeConfig(mode="ntp", max_new_tokens=max_new, eos_token_ids=(), batch_size=batch_size)
     peer = PeerDecoder(model, tokenizer, config, HF)
-    assert peer.excluded_ids == (PAD,) and peer.config.batch_size == batch_size
+    assert peer.setup.excluded_ids == (PAD,) and peer.config.batch_size == batch_size
     gens = peer.generate(ids)
     ours, our_logits = our_ntp(model, tokenizer, ids, max_new)
     # the batch as the peer forms it (shortest prompts first), decoded by plain generate: the same computation
@@ -99,7 +102,7 @@ def test_peers_equal_our_ntp_mode_and_greedy_generate_where_decisions_are_stable
     gaps = [top2_gap(step) for _, scores in refs for step in scores[0]]
     assert min(gaps) > TIE_BOUND, f"a near-tied greedy decision (top-2 gap {min(gaps):.2e}): no fair comparison"
     config = DecodeConfig(mode="ntp", max_new_tokens=max_new, eos_token_ids=(), batch_size=4)
-    ours = BlockDecoder(model, tokenizer, config, build_solver(sampler_spec("ntp"))).generate(ids)  # the engine
+    ours = make_block_decoder(model, tokenizer, config, make_solver(sampler_spec("ntp"))).generate(ids)  # the engine
     for batch_size in (1, 4):
         hf = PeerDecoder(model, tokenizer, replace(config, batch_size=batch_size), HF).generate(ids)
         assert [(g.token_ids, g.nfe, g.stop_reason, g.text) for g in hf] == [
@@ -146,7 +149,7 @@ def decode_all(model, tok, prompts, max_new=12, stops=(), eos=(), batch_size=1):
     """(our NTP mode on the reference decoder, hf_generate, prompt lookup) generations of ``prompts``."""
     config = DecodeConfig(mode="ntp", max_new_tokens=max_new, stop_strings=stops, eos_token_ids=eos,
                           batch_size=batch_size, engine="reference")  # the engine runs its own forward, not ours
-    ntp = BlockDecoder(model, tok, config, build_solver(sampler_spec("ntp")))
+    ntp = BlockDecoder(model, tok, config, make_solver(sampler_spec("ntp")))
     return tuple(decoder.generate(prompts) for decoder in (ntp, PeerDecoder(model, tok, config, HF),
                                                            PeerDecoder(model, tok, config, LOOKUP)))
 

@@ -26,7 +26,7 @@ def test_readme_is_a_front_page():
                  "--report report.html"):
         assert what in first_screen, what
     quick_reference = README.split("## Quick reference", 1)[1].split("\n## ", 1)[0]
-    assert "lm_eval_cli run --model sbd" in quick_reference
+    assert "lm_eval_adapter.cli run --model sbd" in quick_reference
 
 
 def results_tables() -> list[list[dict[str, str]]]:

@@ -38,14 +38,16 @@ RUNS = [
 ]
 
 
-def score_dict(objective, sampler, solver, params, benchmark, acc, nfe, model=MODEL, departures=None) -> dict:
-    """One score record following the score stage's schema."""
+def score_dict(objective, sampler, solver, params, benchmark, acc, nfe, model=MODEL, departures=None,
+               n_problems=10) -> dict:
+    """One score record following the score stage's schema (the cost aggregates as the score stage computes them)."""
     spec = sampler_spec(solver, **params)
     assert spec["tag"] == sampler, (spec["tag"], sampler)
     return {
         "model": model, "objective": objective, "sampler": sampler, "benchmark": benchmark, "accuracy": acc,
-        "metrics": {"exact_match": acc}, "n": 10, "n_problems": 10, "total_nfe": nfe, "total_tokens": 1000,
-        "mean_tokens_per_forward": 1000 / nfe, "sampler_spec": spec, "block_size": 16,
+        "metrics": {"exact_match": acc}, "n": 10, "n_problems": n_problems, "total_nfe": nfe, "total_tokens": 1000,
+        "mean_nfe": nfe / n_problems, "tokens_per_forward": 1000 / nfe, "mean_tokens_per_forward": 1000 / nfe,
+        "sampler_spec": spec, "block_size": 16,
         "batch_size": 8, "recipe": {"objective": objective, "departures": departures or {}},
         "provenance": {"git": "x"},
     }
@@ -166,7 +168,7 @@ PEER_RUNS = [  # the training-free peers on the NTP arm: HF generate (the NTP ar
 
 
 def test_peers_are_rows_of_the_ntp_arm_named_in_words(tmp_path):
-    from sbd_core.report.figures import _new_axes, _plot_families, _plot_reference_points
+    from sbd_core.report.figures import _plot_families, _plot_reference_points, new_axes
 
     summary = summarize(load_scores(write_scores(tmp_path, RUNS + PEER_RUNS)), speed_docs(RUNS + PEER_RUNS))
     lookup, hf = row(summary, "prompt-lookup-10", "math", "ntp"), row(summary, "hf-generate", "code", "ntp")
@@ -181,7 +183,7 @@ def test_peers_are_rows_of_the_ntp_arm_named_in_words(tmp_path):
     assert list(t["sampler"][:4]) == ["ntp", "hf-generate", "prompt-lookup-10", "ntp"]  # the NTP arm, then SBD's
     assert list(t["label"][:4]) == ["NTP / NTP", "NTP / HF generate", "NTP / prompt lookup (10)", "SBD / NTP"]
     assert t.iloc[2]["math"] == "80.0 (1.60x, wall 0.50x [0.50, 0.50])"
-    fig, ax = _new_axes()  # the speedup figure: the peers are points of their own, not a solver curve
+    fig, ax = new_axes()  # the speedup figure: the peers are points of their own, not a solver curve
     _plot_families(ax, summary[summary["benchmark"] == "math"], "", "os")
     _plot_reference_points(ax, summary[summary["benchmark"] == "math"], "")
     labels = ax.get_legend_handles_labels()[1]

@@ -20,8 +20,8 @@ VERIFY = {"gamma": 0.3, "verify": "greedy"}
 def scored(root: Path, objective, solver, params, tokens=TOKENS, drafts=None, nfe=12) -> Path:
     """A score file of 4 math problems (3 right) with each problem's token digest, cost and (verified) drafts."""
     tag = sampler_spec(solver, **params)["tag"]
-    data = score_dict(objective, tag, solver, params, "math", 0.75, nfe * len(tokens))
-    data.update(n_problems=len(tokens), per_problem={
+    data = score_dict(objective, tag, solver, params, "math", 0.75, nfe * len(tokens), n_problems=len(tokens))
+    data.update(per_problem={
         pid: {"correct": i != 0, "nfe": nfe, "tokens_sha": tokens_digest(ids), **(drafts or {})}
         for i, (pid, ids) in enumerate(tokens.items())})
     path = root / f"{objective}_{tag}.json"

@@ -13,11 +13,11 @@ from test_report import score_dict
 
 from sbd_core.report import ScoreFileError, build_report, load_scores, png_size, summarize, table1
 from sbd_core.report.curves import _panel
-from sbd_core.report.plan import planned_figures
+from sbd_core.report.outputs import planned_figures
 from sbd_core.report.differences import differences
 from sbd_core.report.seeds import seed_means
-from sbd_core.report.stats import design_effect, wilson_interval
-from sbd_core.report.verdicts import PairedTable, paired_comparison
+from sbd_core.report.stats.estimates import design_effect, wilson_interval
+from sbd_core.report.stats.verdicts import PairedTable, paired_comparison
 from sbd_core.samplers import sampler_spec
 
 
@@ -26,8 +26,9 @@ def scored(root: Path, objective, solver, params, verdicts, nfe, seed=0, steps=1
     """A score file with ``per_problem`` verdicts (one NFE value per problem)."""
     tag = sampler_spec(solver, **params)["tag"]
     ids = ids or [f"{benchmark}/{i}" for i in range(len(verdicts))]
-    data = score_dict(objective, tag, solver, params, benchmark, sum(verdicts) / len(verdicts), nfe * len(verdicts))
-    data.update(n_problems=len(verdicts), train_seed=seed, train_steps=steps,
+    data = score_dict(objective, tag, solver, params, benchmark, sum(verdicts) / len(verdicts), nfe * len(verdicts),
+                      n_problems=len(verdicts))
+    data.update(train_seed=seed, train_steps=steps,
                 per_problem={i: {"correct": bool(v), "nfe": nfe} for i, v in zip(ids, verdicts)})
     path = root / f"{objective}_{tag}_{benchmark}_s{seed}_{steps}.json"
     path.write_text(json.dumps(data))

@@ -12,10 +12,10 @@ import pytest
 
 from sbd_core import cli
 from sbd_core.report import ScoreFileError, build_report
-from sbd_core.report.stats import wilson_interval
+from sbd_core.report.stats.estimates import wilson_interval
 from sbd_core.report.table2 import (DEFAULT_PAPER_TABLE2, build_table2, load_likelihood_scores, load_paper_table2,
                                     paper_table2_display)
-from sbd_core.report.verdicts import PairedTable, holm, paired_comparison
+from sbd_core.report.stats.verdicts import PairedTable, holm, paired_comparison
 from test_report import write_scores
 
 # model -> objective -> task -> (accuracy, stderr)

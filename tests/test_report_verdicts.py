@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sbd_core.report.intervals import PairingError, Problems, add_intervals, problems_of
-from sbd_core.report.stats import cluster_totals, design_effect, problems_to_resolve, wilson_interval
-from sbd_core.report.verdicts import PairedTable, holm, paired_comparison
+from sbd_core.report.stats.intervals import PairingError, Problems, add_intervals, problems_of
+from sbd_core.report.stats.estimates import cluster_totals, design_effect, problems_to_resolve, wilson_interval
+from sbd_core.report.stats.verdicts import PairedTable, holm, paired_comparison
 from sbd_core.settings import StatsSettings
 
 

@@ -8,7 +8,8 @@ from conftest import char_tokenizer, tiny_model
 from sbd_core import pipeline
 from sbd_core.mask_token import setup_mask_token
 from sbd_core.samplers import sampler_spec
-from sbd_core.train import TrainConfig, tokenize_examples, train
+from sbd_core.train import tokenize_examples, train
+from sbd_core.train_config import TrainConfig
 
 
 class Killed(Exception):
@@ -57,7 +58,7 @@ def test_killed_finetune_resumes_to_the_same_final_loss(tmp_path):
 
 def test_failed_decode_leaves_no_output(tmp_path, monkeypatch):
     from sbd_core import checkpoint
-    from sbd_core.decode import BlockDecoder
+    from sbd_core.decoding.engine import FastDecoder
 
     model, tok = fresh_model()
     model_dir = checkpoint.save(model, tok, tmp_path / "model")
@@ -66,7 +67,7 @@ def test_failed_decode_leaves_no_output(tmp_path, monkeypatch):
     def crash(self, prompts, progress=False):
         raise RuntimeError("out of memory (simulated)")
 
-    monkeypatch.setattr(BlockDecoder, "generate", crash)
+    monkeypatch.setattr(FastDecoder, "generate", crash)  # the decoder of the default decode.engine
     out = tmp_path / "gen" / "math.jsonl"
     with pytest.raises(RuntimeError, match="simulated"):
         pipeline.run_decode(model_dir, "math", {"limit": 3, "max_new_tokens": 4}, test_file, sampler_spec("ntp"), {},

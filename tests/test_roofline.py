@@ -14,6 +14,7 @@ import yaml
 
 from sbd_core import roofline as rf
 from sbd_core.cli import main
+from sbd_core.records.timing import TimingFileError
 
 PAPER = Path(__file__).resolve().parents[1] / "results" / "paper"
 PAPER_BW = 3.35 * 1024**4
@@ -302,19 +303,19 @@ def test_measured_tables_and_eq16_follow_the_file(timing_file, tmp_path):
 def test_bad_timing_files_are_rejected_naming_the_file_and_field(tmp_path, change, message):
     path = tmp_path / "bad_timing.json"
     path.write_text(json.dumps(_timing_doc(**change)))
-    with pytest.raises(rf.TimingFileError, match=rf"timing file .*bad_timing.json: .*{message}"):
+    with pytest.raises(TimingFileError, match=rf"timing file .*bad_timing.json: .*{message}"):
         rf.load_timing(path)
 
 
 def test_unreadable_timing_files_are_rejected(tmp_path, capsys):
     path = tmp_path / "t.json"
-    with pytest.raises(rf.TimingFileError, match="t.json: not found"):
+    with pytest.raises(TimingFileError, match="t.json: not found"):
         rf.load_timing(path)
     path.write_text("{not json")
-    with pytest.raises(rf.TimingFileError, match="t.json: not valid JSON"):
+    with pytest.raises(TimingFileError, match="t.json: not valid JSON"):
         rf.load_timing(path)
     path.write_text(json.dumps([1, 2]))
-    with pytest.raises(rf.TimingFileError, match="expected a JSON object"):
+    with pytest.raises(TimingFileError, match="expected a JSON object"):
         rf.load_timing(path)
     doc = _timing_doc()
     del doc["dtype"]

@@ -1,14 +1,17 @@
 """Samplers: one vocabulary (``ntp``, the solver registry, the training-free peers) for the config, lm-eval's
 model_args and the report."""
 
+from dataclasses import FrozenInstanceError
+
 import pytest
 
+from sbd_core.decoding.factory import make_solver
 from sbd_core.samplers import (
-    NTP, PEER_NAMES, SAMPLER_NAMES, build_solver, checked_sampler, decode_mode, describe_samplers, expand_samplers,
-    sampler_label, sampler_name, sampler_spec,
+    NTP, PEER_NAMES, SAMPLER_NAMES, Sampler, as_sampler, checked_sampler, decode_mode, describe_samplers,
+    expand_samplers, make_sampler, sampler_label, sampler_name, sampler_spec,
 )
 from sbd_core.errors import UserError
-from sbd_core.solvers import SOLVER_NAMES
+from sbd_core.solver_rules import SOLVER_NAMES
 
 
 def test_specs_carry_mode_solver_params_family_and_tag():
@@ -35,7 +38,7 @@ def test_peer_specs_validate_their_parameters():
     assert [decode_mode(sampler_spec(n)) for n in ("ntp", "eb", "hf_generate", "prompt_lookup")] == [
         "ntp", "sbd", "ntp", "ntp"]
     with pytest.raises(ValueError, match="training-free peer"):
-        build_solver(sampler_spec("hf_generate"))  # a peer is decoded by generate (build_decoder), not a solver
+        make_solver(sampler_spec("hf_generate"))  # a peer is decoded by generate (make_decoder), not a solver
     with pytest.raises(UserError, match="contradict"):
         checked_sampler({**sampler_spec("prompt_lookup"), "mode": "sbd"})
 
@@ -91,11 +94,11 @@ def test_expand_rejects_bad_entries(entries, match):
         expand_samplers(entries)
 
 
-def test_build_solver_for_ntp_and_sbd_specs():
-    assert build_solver(sampler_spec("ntp", temperature=0.5)).params == {"n": 1, "verify": "none", "temperature": 0.5,
+def test_make_solver_for_ntp_and_sbd_specs():
+    assert make_solver(sampler_spec("ntp", temperature=0.5)).params == {"n": 1, "verify": "none", "temperature": 0.5,
                                                                          "seed": 0}
-    assert build_solver({"mode": "ntp", "solver": "ntp", "params": {}}).tag == "l2r-1"  # records from older runs
-    assert build_solver(sampler_spec("topk", n=2)).tag == "topk-2"
+    assert make_solver({"mode": "ntp", "solver": "ntp", "params": {}}).tag == "l2r-1"  # records from older runs
+    assert make_solver(sampler_spec("topk", n=2)).tag == "topk-2"
 
 
 @pytest.mark.parametrize("mode, solver, expected", [
@@ -119,3 +122,16 @@ def test_sampler_name_reads_mode_and_solver(mode, solver, expected):
 def test_sampler_name_rejects_contradictions(mode, solver, match):
     with pytest.raises(ValueError, match=match):
         sampler_name(mode, solver)
+
+
+def test_sampler_is_frozen_and_a_dict_only_at_the_json_boundary():
+    eb = make_sampler("eb", gamma=0.1, verify="greedy")
+    assert (eb.is_peer, eb.decoder, eb.decode_mode, eb.rule_name, eb.label) == (False, "block", "sbd", "eb",
+                                                                                 "EB \u03b3=0.1 + verify")
+    assert Sampler.from_dict(eb.to_dict()) == eb and eb.to_dict() == sampler_spec("eb", gamma=0.1, verify="greedy")
+    with pytest.raises(FrozenInstanceError):
+        eb.tag = "x"
+    peer, ntp = make_sampler("prompt_lookup", tokens=4), make_sampler("ntp", temperature=0.5)
+    assert (peer.is_peer, peer.decoder, peer.decode_mode, peer.label) == (True, "peer", "ntp", "prompt lookup (4)")
+    assert (ntp.is_peer, ntp.decode_mode, ntp.rule_name, ntp.label) == (False, "ntp", "left_to_right", "NTP (t0.5-s0)")
+    assert as_sampler({"solver": "ntp", "params": {}}) == make_sampler("ntp")  # an older record: resolved again

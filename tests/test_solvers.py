@@ -1,4 +1,4 @@
-"""Tests for sbd_core.solvers: hand-computed cases, edge cases, invariants and error paths.
+"""Tests for sbd_core.decoding.solvers: hand-computed cases, edge cases, invariants and error paths.
 
 Logits are built as log(probabilities), so softmax(logits) returns exactly those probabilities
 (log(0) = -inf gives probability 0). Entropies below use the natural log:
@@ -19,7 +19,8 @@ import re
 import pytest
 import torch
 
-from sbd_core.solvers import SOLVER_NAMES, SOLVERS, describe_solvers, exclude_tokens, get_solver
+from sbd_core.decoding.solvers import exclude_tokens, get_solver
+from sbd_core.solver_rules import SOLVER_NAMES, SOLVERS, describe_solvers
 
 P64 = [0.6, 0.4, 0.0, 0.0]  # H 0.6730, conf 0.60
 P91 = [0.9, 0.1, 0.0, 0.0]  # H 0.3251, conf 0.90

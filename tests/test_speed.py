@@ -10,12 +10,15 @@ from conftest import char_tokenizer, tiny_model
 from oracles import RecordingSolver, decisions_are_stable
 from sbd_core import checkpoint, pipeline
 from sbd_core.cli import main
-from sbd_core.decode import BlockDecoder, DecodeConfig
+from sbd_core.decode_config import DecodeConfig
+from sbd_core.decoding.factory import make_block_decoder
 from sbd_core.io_utils import read_jsonl, write_jsonl_atomic
 from sbd_core.mask_token import setup_mask_token
-from sbd_core.pipeline.speed import TokenMismatch, forward_widths, run_speed
+from sbd_core.pipeline.speed import TokenMismatch, run_speed
+from sbd_core.records.generations import forward_widths
 from sbd_core.report.speed import row_speedups, speed_table
-from sbd_core.samplers import build_solver, sampler_spec
+from sbd_core.decoding.factory import make_solver
+from sbd_core.samplers import sampler_spec
 
 SETTINGS = {"limit": 3, "max_new_tokens": 6}
 DECODE = {"block_size": 2, "batch_size": 3}
@@ -58,11 +61,11 @@ def test_the_models_decide_with_margins(decoded):
     for row in rows:
         model, tok = checkpoint.load(row["model"])
         prompts = [bench.prompt(p, tok, bench.settings(SETTINGS)) for p in bench.load(test_file)]
-        recorder = RecordingSolver(build_solver(row["sampler_spec"]))
+        recorder = RecordingSolver(make_solver(row["sampler_spec"]))
         mode = row["sampler_spec"]["mode"]
         config = DecodeConfig(mode=mode, block_size=2, max_new_tokens=6, batch_size=1, engine="reference")
-        BlockDecoder(model, tok, config, recorder).generate(prompts)
-        assert decisions_are_stable(build_solver(row["sampler_spec"]), recorder.calls), row["sampler"]
+        make_block_decoder(model, tok, config, recorder).generate(prompts)
+        assert decisions_are_stable(make_solver(row["sampler_spec"]), recorder.calls), row["sampler"]
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from sbd_core.errors import UserError
-from sbd_core.report.stats import (INDEPENDENT, Design, bootstrap_sums, cluster_totals, design_effect,
+from sbd_core.report.stats.estimates import (INDEPENDENT, Design, bootstrap_sums, cluster_totals, design_effect,
                                    percentile_interval, problems_for_equivalence, problems_to_resolve, ratio_samples,
                                    wilson_interval, z_value)
-from sbd_core.report.verdicts import (PairedTable, holm, newcombe_interval, paired_comparison, verdict,
+from sbd_core.report.stats.verdicts import (PairedTable, holm, newcombe_interval, paired_comparison, verdict,
                                       verdict_cell)
 from sbd_core.settings import StatsSettings
 

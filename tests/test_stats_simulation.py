@@ -6,8 +6,8 @@ differences only average out over seeds. Fixed seeds: the rates are the same on 
 import numpy as np
 import pytest
 
-from sbd_core.report.stats import INDEPENDENT, design_effect, z_value
-from sbd_core.report.verdicts import PairedTable, newcombe_interval, paired_comparison
+from sbd_core.report.stats.estimates import INDEPENDENT, design_effect, z_value
+from sbd_core.report.stats.verdicts import PairedTable, newcombe_interval, paired_comparison
 
 pytestmark = pytest.mark.slow
 NOMINAL = 0.05

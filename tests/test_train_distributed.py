@@ -14,7 +14,8 @@ from conftest import char_tokenizer, tiny_model
 from sbd_core import checkpoint
 from sbd_core.distributed import Runtime
 from sbd_core.launch import launch
-from sbd_core.train import TrainConfig, train
+from sbd_core.train import train
+from sbd_core.train_config import TrainConfig
 from sbd_core.training_data import MixSpec, build
 
 pytestmark = pytest.mark.slow

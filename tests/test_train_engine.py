@@ -12,7 +12,8 @@ from sbd_core.distributed import Runtime
 from sbd_core.mask_token import setup_mask_token
 from sbd_core.masking import build_batch
 from sbd_core.objective import compute_loss
-from sbd_core.train import TrainConfig, attention_backend, micro_batches_per_step, pad_rows, train
+from sbd_core.train import attention_backend, pad_rows, train
+from sbd_core.train_config import TrainConfig, micro_batches_per_step
 
 CPU = Runtime(rank=0, world_size=1, device=torch.device("cpu"))
 PAPER_OPTIMIZER = dict(learning_rate=3e-4, warmup_steps=200, scheduler="cosine", weight_decay=0.1, adam_beta2=0.95,

@@ -1,4 +1,4 @@
-"""Lossless SBD (verify, sbd_core.verify) in the reference decoder: NTP mode's tokens and stop reasons for every solver,
+"""Lossless SBD (verify, sbd_core.decoding.verify) in the reference decoder: NTP mode's tokens and stop reasons for every solver,
 block size, batch size and model family; the exact cache; NFE on scripted drafts that are always right (the plain
 solver's + the final check) and always wrong (the adaptive rule's bound); speculative sampling reproduces NTP sampling's
 distribution (chi-square) where the naive rule would not; the decode and score stages record what the report
@@ -13,13 +13,17 @@ from transformers import DynamicCache
 
 from conftest import tiny_model
 from oracles import RecordingSolver, decisions_are_stable, eos_splitting
-from sbd_core import checkpoint, pipeline, verify
-from sbd_core.decode import BlockDecoder, DecodeConfig
+from sbd_core import checkpoint, pipeline
+from sbd_core.decoding import verify
+from sbd_core.decode_config import DecodeConfig
+from sbd_core.decoding.factory import make_block_decoder
+from sbd_core.decoding.reference import BlockDecoder, ReferenceVerify
 from sbd_core.io_utils import read_jsonl
 from sbd_core.mask_token import setup_mask_token
 from sbd_core.pipeline.evaluation import tokens_digest
-from sbd_core.samplers import build_solver, sampler_spec
-from sbd_core.solvers import get_solver
+from sbd_core.decoding.factory import make_solver
+from sbd_core.samplers import sampler_spec
+from sbd_core.decoding.solvers import get_solver
 
 PROMPTS = ["hi", "a much longer prompt than the others, with many more tokens", "mid size", "x", "four"]
 SOLVERS = [("eb", {"gamma": 0.3}), ("eb", {"gamma": 1.0, "proxy": "confidence"}), ("eb", {"gamma": math.inf}),
@@ -37,9 +41,9 @@ def peaked(kind, tokenizer):
 
 def ntp_reference(model, tokenizer, ids, **config):
     """NTP-mode greedy decoding of ``ids`` one at a time, checked free of near-tied decisions."""
-    recorder = RecordingSolver(build_solver(sampler_spec("ntp")))
+    recorder = RecordingSolver(make_solver(sampler_spec("ntp")))
     config = DecodeConfig(mode="ntp", batch_size=1, engine="reference", **config)
-    gens = BlockDecoder(model, tokenizer, config, recorder).generate(ids)
+    gens = make_block_decoder(model, tokenizer, config, recorder).generate(ids)
     assert decisions_are_stable(recorder.solver, recorder.calls), "a near-tied NTP decision: no fair comparison"
     return gens
 
@@ -68,7 +72,7 @@ def test_verified_sbd_gives_ntp_modes_tokens_and_stops(tokenizer, kind, name, pa
         for batch_size in (1, 3):  # alone, and batched (rows leave the batch at different forwards)
             config = DecodeConfig(block_size=block_size, max_new_tokens=14, eos_token_ids=eos, batch_size=batch_size,
                                   engine="reference")
-            gens = BlockDecoder(model, tokenizer, config, solver).generate(ids)
+            gens = make_block_decoder(model, tokenizer, config, solver).generate(ids)
             for gen, ref in zip(gens, reference):
                 assert (gen.token_ids, gen.stop_reason, gen.text) == (ref.token_ids, ref.stop_reason, ref.text)
                 assert gen.nfe <= ref.nfe + max(block_size - 1, 1)  # the adaptive rule's bound
@@ -84,7 +88,7 @@ def test_stop_strings_end_verified_rows_where_ntp_mode_ends_them(tokenizer):
     assert "stop_string" in {g.stop_reason for g in reference}
     config = DecodeConfig(block_size=4, max_new_tokens=16, eos_token_ids=(), stop_strings=(stop,), batch_size=3,
                           engine="reference")
-    gens = BlockDecoder(model, tokenizer, config, get_solver("eb", gamma=0.5, verify="greedy")).generate(ids)
+    gens = make_block_decoder(model, tokenizer, config, get_solver("eb", gamma=0.5, verify="greedy")).generate(ids)
     assert [(g.token_ids, g.stop_reason, g.text) for g in gens] == [(g.token_ids, g.stop_reason, g.text)
                                                                       for g in reference]
 
@@ -93,9 +97,13 @@ def test_cache_holds_exact_causal_keys_after_rejections(sbd_model, tokenizer):
     ids = tokenizer("check the cache")["input_ids"]
     config = DecodeConfig(block_size=4, max_new_tokens=16, eos_token_ids=(), batch_size=1, engine="reference")
     decoder = BlockDecoder(sbd_model, tokenizer, config, get_solver("eb", gamma=1.0, verify="greedy"))
-    gen = decoder.decode_batch([ids])[0]
+    decoded = decoder.decode_batch([ids])[0]
+    loop = ReferenceVerify(decoder, [ids])  # decode_batch's verified path, kept to read its key mask afterwards
+    with torch.no_grad():
+        gen = loop.run()[0]
+    assert (gen.token_ids, gen.nfe, gen.accepted) == (decoded.token_ids, decoded.nfe, decoded.accepted)
     assert sum(a < d for a, d in zip(gen.accepted, gen.drafted)) >= 2  # a random model: drafts were rejected
-    valid = decoder.cache_valid[0]
+    valid = loop.key_valid[0]
     fed = int(valid.sum()) - len(ids)
     assert 8 <= fed < len(gen.token_ids) and valid.shape[0] > len(ids) + fed  # rejected columns are masked off
     fresh = DynamicCache(config=sbd_model.config)
@@ -256,7 +264,7 @@ def chi_square_bound(cells: int, failure: float = 1e-6) -> float:
 def sampled_counts(model, tokenizer, solver, rows: int, length: int) -> dict:
     config = DecodeConfig(block_size=length, max_new_tokens=length, eos_token_ids=(), batch_size=rows,
                           engine="reference")
-    gens = BlockDecoder(model, tokenizer, config, solver).generate([tokenizer("b")["input_ids"]] * rows)
+    gens = make_block_decoder(model, tokenizer, config, solver).generate([tokenizer("b")["input_ids"]] * rows)
     counts = {}
     for g in gens:
         counts[tuple(g.token_ids)] = counts.get(tuple(g.token_ids), 0) + 1

@@ -27,14 +27,15 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import UserError
+from ..records.generations import read_generations
 from . import aime25, gsm8k, humaneval_plus, lcbv6, math500, mbpp_plus, synthetic
-from .base import ID_KEY, Benchmark, BenchmarkUnavailable, read_generations
+from .base import ID_KEY, Benchmark, BenchmarkUnavailable
 from .chat import THINKING_OFF, THINKING_ON, add_special_tokens_for
 from .lm_eval_task import TASKS_DIR
 from .settings import Settings
 
 __all__ = ["BENCHMARKS", "PAPER_COLUMNS", "ID_KEY", "TASKS_DIR", "THINKING_ON", "THINKING_OFF", "Benchmark",
-           "BenchmarkUnavailable", "Settings", "describe_benchmarks", "get_benchmark", "read_generations",
+           "BenchmarkUnavailable", "Settings", "describe_benchmarks", "get_benchmark",
            "score_generations", "add_special_tokens_for"]
 
 _ALL: tuple[Benchmark, ...] = (

@@ -3,9 +3,7 @@
 A benchmark's test file (written by :meth:`Benchmark.fetch`, the benchmark stage) holds one JSON object per problem: the
 row in the source dataset's own schema plus ``sbd_id``, the problem id (see :func:`problem_id`). It is the problem set:
 the stage's ``limit`` chose it, and scoring never cuts it again (:meth:`Benchmark.problem_set`). A generations file holds
-one JSON object per line, ``{"id": <problem id>, "completion": "<text after the prompt>"}`` (``task_id`` is accepted
-for ``id``), each id once; a benchmark that scores several samples per problem (``several_samples``: LiveCodeBench)
-also accepts ``{"id": ..., "completions": ["...", ...]}``.
+one JSON object per line (its format: :mod:`sbd_core.records.generations`).
 """
 
 from __future__ import annotations
@@ -16,13 +14,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping
 
-from sbd_core.errors import UserError, where
-from sbd_core.io_utils import iter_jsonl, iter_jsonl_lines, write_json_atomic, write_jsonl_atomic
+from sbd_core.errors import UserError
+from sbd_core.io_utils import iter_jsonl, write_json_atomic, write_jsonl_atomic
 
 from .settings import Settings, resolve
 
-__all__ = ["Benchmark", "BenchmarkUnavailable", "ID_KEY", "problem_id", "read_rows", "read_generations",
-           "is_test_file"]
+__all__ = ["Benchmark", "BenchmarkUnavailable", "ID_KEY", "problem_id", "read_rows", "is_test_file"]
 
 ID_KEY = "sbd_id"  # a key no source dataset uses, so a dataset's own "id" column is never overwritten
 
@@ -52,44 +49,6 @@ def is_test_file(rows: list) -> bool:
     """Whether ``rows`` are a test file the benchmark stage wrote: every row carries its ``sbd_id``, a key no source
     dataset has."""
     return bool(rows) and all(isinstance(row, dict) and ID_KEY in row for row in rows)
-
-
-def _texts(record: Any, samples: bool) -> list[str] | None:
-    """The completions of one generations record: ``[completion]``, or (``samples``) its ``completions`` list."""
-    if not isinstance(record, dict):
-        return None
-    if isinstance(record.get("completion"), str):
-        return [record["completion"]]
-    texts = record.get("completions") if samples else None
-    if isinstance(texts, list) and texts and all(isinstance(text, str) for text in texts):
-        return texts
-    return None
-
-
-def read_generations(path: str | Path, samples: bool = False) -> dict[str, str] | dict[str, list[str]]:
-    """``{problem id: completion}`` from a generations file; with ``samples``, ``{problem id: [completions]}`` (a
-    record may then hold ``"completions"``, a list of samples, instead of ``"completion"``). UserError naming the file
-    and line on a malformed record or a repeated id, and on a file without records."""
-    completions: dict[str, list[str]] = {}
-    lines: dict[str, int] = {}
-    for line, record in iter_jsonl_lines(path):
-        key = record.get("id", record.get("task_id")) if isinstance(record, dict) else None
-        texts = _texts(record, samples)
-        if key is not None and texts is None and not samples and "completions" in record:
-            raise UserError(f"{where(path, line)}: 'completions' (several samples) is for a benchmark that scores "
-                            "several samples per problem (LiveCodeBench); this one scores one 'completion' per problem")
-        if key is None or texts is None:
-            several = ' or "completions": ["...", ...]' if samples else ""
-            raise UserError(f"{where(path, line)}: a generations record needs an 'id' and a string 'completion', "
-                            f'e.g. {{"id": "0", "completion": "..."{several}}}')
-        key = str(key)
-        if key in lines:
-            raise UserError(f"{where(path, line)}: id {key!r} repeats (lines {lines[key]} and {line}); each problem "
-                            "has one record")
-        completions[key], lines[key] = texts, line
-    if not completions:
-        raise UserError(f"{path}: no generations; expected one {{\"id\": ..., \"completion\": ...}} per line")
-    return completions if samples else {key: texts[0] for key, texts in completions.items()}
 
 
 class Benchmark:

@@ -12,7 +12,7 @@ Prompts follow evalplus 0.3.1's own generation convention (``evalplus/codegen.py
 The program that is executed is what evalplus's ``codegen`` writes as a sample's ``solution``: the completion (chat)
 or prompt + completion (plain text), passed through ``evalplus.sanitize.sanitize`` (tree-sitter: keeps the entry
 point and what it uses, drops chatter and tests). Scoring is delegated to the project's code scorer
-(:func:`sbd_core.evaluation.code.evaluate_code`), which receives these full programs.
+(:func:`sbd_core.sandbox.evaluate_code`), which receives these full programs.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class CodeBenchmark(Benchmark):
 
     def score(self, problems: list[dict], completions: Mapping[str, str], work_dir, settings: CodeSettings) -> dict:
         """pass@1 on the base and the plus inputs (accuracy: plus, i.e. passing both) from the code scorer."""
-        from sbd_core.evaluation.code import evaluate_code
+        from sbd_core.sandbox.scorer import evaluate_code
 
         self.check_completions(problems, completions)
         programs = {p[ID_KEY]: self.program(p, completions[p[ID_KEY]], settings) for p in problems}  # by task_id

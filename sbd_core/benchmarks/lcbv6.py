@@ -11,7 +11,7 @@ accuracies cannot be fractions of the 175 problems of ``v6``, and fit 1,055); th
 call "LCB v6" (:mod:`.lcb_results`). A downloaded shard must have the sha256 of the hub's copy at that revision
 (:data:`SHARD_SHA256`); offline, ``data`` names a local folder holding the release's shards (their sha256 is recorded in
 provenance, and whether each matches). The benchmark stage checks every selected problem's tests (without ever
-unpickling them: ``sbd_core.evaluation.code.lcb_tests``), writes the problems in lcb_runner's order (sorted by
+unpickling them: ``sbd_core.sandbox.lcb_tests``), writes the problems in lcb_runner's order (sorted by
 ``question_id``) and prints the window and how many problems it holds. Problem ids: ``question_id``.
 
 Prompt (lcb_runner's ``format_prompt_generation`` for chat models): the user turn is lcb_runner's question template
@@ -26,7 +26,7 @@ The program is lcb_runner's ``extract_code`` of the raw completion, thinking inc
 lines containing three backticks); no fence, no program (the problem fails); the score file counts the problems where
 the reasoning benchmarks' rule (the answer after ``</think>``) would give another program. A generations record may hold
 several samples (``"completions": [...]``): pass@k with lcb_runner's estimator. Scoring:
-:func:`sbd_core.evaluation.code.lcb_grader.evaluate_lcb` (lcb_runner's grading, in the code sandbox); the metrics and
+:func:`sbd_core.sandbox.lcb_grader.evaluate_lcb` (lcb_runner's grading, in the code sandbox); the metrics and
 lcb_runner's ``eval_all.json``: :mod:`.lcb_results`.
 """
 
@@ -40,7 +40,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Mapping
 
-from sbd_core.evaluation import limits
+from sbd_core.sandbox import limits
 from sbd_core.io_utils import write_json_atomic, write_jsonl_atomic
 
 from . import lcb_results
@@ -205,7 +205,7 @@ class LiveCodeBench(Benchmark):
 
     def _check_tests(self, problems: list[dict], max_tests_bytes: int) -> dict[str, int]:
         """Decode (never unpickle) and check every problem's tests; count stdin and functional problems."""
-        from sbd_core.evaluation.code.lcb_tests import LcbDataError, load_tests
+        from sbd_core.sandbox.lcb_tests import LcbDataError, load_tests
 
         kinds = {"stdin": 0, "functional": 0}
         for problem in problems:
@@ -241,9 +241,9 @@ class LiveCodeBench(Benchmark):
     def score(self, problems: list[dict], completions: Mapping[str, list[str]], work_dir,
               settings: LiveCodeBenchSettings) -> dict:
         """pass@k (lcb_runner's estimator; pass@1 the accuracy) of every sample from
-        :func:`~sbd_core.evaluation.code.lcb_grader.evaluate_lcb`, over the test file and the paper windows, per
+        :func:`~sbd_core.sandbox.lcb_grader.evaluate_lcb`, over the test file and the paper windows, per
         difficulty, platform and problem kind (:mod:`.lcb_results`); lcb_runner's ``eval_all.json`` as a sidecar."""
-        from sbd_core.evaluation.code.lcb_grader import evaluate_lcb
+        from sbd_core.sandbox.lcb_grader import evaluate_lcb
 
         self.check_completions(problems, completions)
         outputs = {p[ID_KEY]: [completions[p[ID_KEY]]] if isinstance(completions[p[ID_KEY]], str)

@@ -6,7 +6,7 @@ The YAML is the one home of the benchmark's protocol: prompt (``doc_to_text``, a
 from it, :meth:`LmEvalBenchmark.prompt` calls its ``doc_to_text`` and renders the chat as lm-eval does, and scoring
 runs lm-eval on it. Hence the same task run outside the DAG,
 
-    python -m sbd_core.evaluation.lm_eval_cli run --model sbd --model_args pretrained=CKPT,... \\
+    python -m sbd_core.lm_eval_adapter.cli run --model sbd --model_args pretrained=CKPT,... \\
         --tasks sbd_gsm8k --include_path sbd_core/benchmarks/lm_eval_tasks --apply_chat_template
 
 hands the model byte-identical prompts and scores the same generations to the same number as the DAG.
@@ -111,7 +111,7 @@ class LmEvalBenchmark(Benchmark):
         import lm_eval
         from lm_eval.tasks import TaskManager
 
-        from sbd_core.evaluation.replay import ReplayLM
+        from .replay import ReplayLM
 
         self.check_completions(problems, completions)
         work_dir = Path(work_dir).resolve()

@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from sbd_core.errors import UserError
-from sbd_core.evaluation import limits
+from sbd_core.sandbox import limits
 from sbd_core.tasks.splits import EVALUATION_SPLITS
 
 __all__ = ["Settings", "CodeSettings", "GeneratedSettings", "GeneratedCodeSettings", "LiveCodeBenchSettings",

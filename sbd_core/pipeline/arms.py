@@ -3,7 +3,7 @@ kept at ``finetune.eval_at_steps`` (the training budgets of the paper's Figure 5
 
 Config keys (the ``finetune`` section; the workflow consumes them, the trainer never sees them):
 
-* ``seeds: [0, 1, ...]``: each objective is fine-tuned once per seed (:class:`sbd_core.train.TrainConfig` ``seed``);
+* ``seeds: [0, 1, ...]``: each objective is fine-tuned once per seed (:class:`sbd_core.train_config.TrainConfig` ``seed``);
   without it, one fine-tune per objective with ``finetune.seed`` (default 0). Not both.
 * ``eval_at_steps: [K, ...]``: every fine-tune also exports its model after K optimizer steps (1 <= K < max_steps),
   and each export is decoded and scored like a final model.

@@ -5,13 +5,11 @@ so adding one touches its module and a config entry, nothing here.
 
 Files (one per line / object):
 
-* decode writes ``<benchmark>.jsonl``: ``{"id", "prompt", "completion", "token_ids", "num_tokens", "nfe",
-  "tokens_per_forward", "stop_reason", "wall_time_s", "prompt_tokens", "widths"}`` per problem (``widths``: per
-  forward counted in ``nfe``, the tokens the row fed, :attr:`sbd_core.generation.Generation.widths`; a verified run
-  adds ``accepted`` and ``drafted``: per draft, the tokens NTP mode kept and the tokens checked,
-  :mod:`sbd_core.verify`), and ``<benchmark>.jsonl.provenance.json`` beside it with the sampler spec, the decode and
-  benchmark settings, the model's training recipe and ``total_wall_time_s`` (this job's decode, model loading
-  excluded: a record, not a measurement the report compares; wall-clock is the speed stage's, :mod:`.speed`);
+* decode writes ``<benchmark>.jsonl``, one record per problem with its cost (widths and blocks included), and
+  ``<benchmark>.jsonl.provenance.json`` beside it with the sampler spec, the decode and benchmark settings, the model's
+  training recipe and ``total_wall_time_s`` (this job's decode, model loading excluded: a record, not a measurement
+  the report compares; wall-clock is the speed stage's, :mod:`.speed`); the format is
+  :mod:`sbd_core.records.generations`'s;
 * score writes one JSON object: the benchmark's metrics, the NFE and token totals the report derives NFE speedups
   from, the sampler spec, the recipe and the per-problem verdicts, each with its problem's ``nfe`` and ``num_tokens``
   (the report's intervals resample problems), the digest of its tokens (``tokens_sha``: the report checks verified runs
@@ -30,8 +28,10 @@ from pathlib import Path
 from .. import checkpoint
 from ..benchmarks import ID_KEY, add_special_tokens_for, get_benchmark
 from ..errors import UserError, user_input
-from ..io_utils import read_jsonl, write_json_atomic, write_jsonl_atomic
+from ..io_utils import write_json_atomic
 from ..provenance import provenance
+from ..records.generations import (DECODE_KEYS, decode_settings, generation_record, read_records, record_blocks,
+                                  write_generations)
 from ..settings import RuntimeSettings
 
 log = logging.getLogger("sbd_core")
@@ -43,7 +43,7 @@ def run_benchmark(name: str, settings: dict | None, out_dir: Path) -> Path:
     return bench.fetch(bench.settings(settings), out_dir)
 
 
-def _model_recipe(model_dir: Path) -> dict:
+def model_recipe(model_dir: Path) -> dict:
     """What the model's own provenance says about how it was trained (objective and departures from the paper)."""
     path = Path(model_dir) / "provenance.json"
     settings = json.loads(path.read_text()).get("settings", {}) if path.exists() else {}
@@ -56,7 +56,7 @@ _SET_BY_THE_STAGE = ("mode", "max_new_tokens", "stop_strings", "add_special_toke
 def decode_options(decode_spec: dict | None) -> dict:
     """The decode spec (the config's ``decode`` section without the samplers) as DecodeConfig keys, checked:
     UserError naming an unknown key (with the allowed ones) or a bad value."""
-    from ..decode import DecodeConfig
+    from ..decode_config import DecodeConfig
 
     options = dict(decode_spec or {})
     allowed = sorted({f.name for f in fields(DecodeConfig)} - set(_SET_BY_THE_STAGE))
@@ -71,7 +71,7 @@ def decode_options(decode_spec: dict | None) -> dict:
 
 def decode_config(bench, settings, sampler_spec: dict, options: dict, prompts: list[str], tokenizer):
     """The DecodeConfig a sampler decodes a benchmark's ``prompts`` with (the decode and the speed stage: the same)."""
-    from ..decode import DecodeConfig
+    from ..decode_config import DecodeConfig
     from ..samplers import decode_mode
 
     max_new_tokens, stops = bench.generation(settings)
@@ -82,10 +82,10 @@ def decode_config(bench, settings, sampler_spec: dict, options: dict, prompts: l
 def checked_decoder(model, tokenizer, config, sampler_spec: dict, model_dir: Path):
     """The sampler's decoder on a loaded model; UserError naming the model where it cannot decode that way (SBD
     decoding of a checkpoint without a mask token)."""
-    from ..samplers import build_decoder
+    from ..decoding.factory import make_decoder
 
     with user_input(f"model {model_dir}"):
-        return build_decoder(model, tokenizer, config, sampler_spec)  # the spec's mode picks it (a peer: generate)
+        return make_decoder(model, tokenizer, config, sampler_spec)  # the spec's mode picks it (a peer: generate)
 
 
 def run_decode(model_dir: Path, benchmark: str, benchmark_settings: dict | None, test_file: Path, sampler_spec: dict,
@@ -112,18 +112,14 @@ def run_decode(model_dir: Path, benchmark: str, benchmark_settings: dict | None,
     generations = decoder.generate(prompts, progress=progress)
     elapsed = time.perf_counter() - start
     prompt_tokens = [len(tokenizer(p, add_special_tokens=config.add_special_tokens)["input_ids"]) for p in prompts]
-    records = [{"id": p[ID_KEY], "prompt": prompt, "completion": g.text, "token_ids": g.token_ids,
-                "num_tokens": g.num_tokens, "nfe": g.nfe, "tokens_per_forward": g.tokens_per_forward,
-                "stop_reason": g.stop_reason, "wall_time_s": g.wall_time_s, "prompt_tokens": n, "widths": g.widths,
-                **({} if g.accepted is None else {"accepted": g.accepted, "drafted": g.drafted})}
+    records = [generation_record(p[ID_KEY], prompt, g, n, config.block_size, sampler_spec["mode"])
                for p, prompt, g, n in zip(problems, prompts, generations, prompt_tokens)]
-    write_jsonl_atomic(records, out_path)
-    record = {"model": str(model_dir), "recipe": _model_recipe(model_dir), "benchmark": benchmark,
+    record = {"model": str(model_dir), "recipe": model_recipe(model_dir), "benchmark": benchmark,
               "benchmark_settings": asdict(settings),
               "sampler_spec": sampler_spec, "block_size": config.block_size, "batch_size": decoder.config.batch_size,
               "engine": decoder.config.engine, "runtime": asdict(runtime), "total_wall_time_s": elapsed,
               "mean_prompt_tokens": sum(prompt_tokens) / max(len(prompt_tokens), 1)}
-    write_json_atomic(provenance("decode", record), Path(str(out_path) + ".provenance.json"))
+    write_generations(records, provenance("decode", record), out_path)
     log.info("decoded %d problems in %.1f s", len(records), elapsed)
 
 
@@ -163,28 +159,17 @@ def score_generations(benchmark: str, generations: Path, data: Path | None = Non
     from ..benchmarks import score_generations as benchmark_verdict
 
     result = benchmark_verdict(benchmark, generations, data=data, settings=settings, work_dir=work_dir)
-    records = read_jsonl(generations)
+    records = read_records(generations)
     if records and all("nfe" in r for r in records):
         result.update(cost_aggregates(records))
         result["per_problem"] = per_problem_costs(result["per_problem"], records)
-    sidecar = Path(str(generations) + ".provenance.json")
-    if sidecar.exists():
-        try:
-            decoded = json.loads(sidecar.read_text(encoding="utf-8"))["settings"]
-        except (UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
-            raise UserError(f"{sidecar}: not the decode stage's provenance record ({type(err).__name__}: {err}); "
-                            "remove it, or decode again") from None
-        keys = ("sampler_spec", "recipe", "block_size", "batch_size", "engine", "mean_prompt_tokens")
-        result.update({key: decoded.get(key) for key in keys})
+    decoded = decode_settings(generations)
+    if decoded is not None:
+        result.update({key: decoded.get(key) for key in DECODE_KEYS})
         if records and all("nfe" in r for r in records) and decoded.get("block_size"):
-            result["total_blocks"] = blocks_decoded(records, decoded["block_size"], decoded["sampler_spec"]["mode"])
+            mode = decoded["sampler_spec"]["mode"]
+            result["total_blocks"] = sum(record_blocks(r, decoded["block_size"], mode) for r in records)
     return result
-
-
-def blocks_decoded(records: list[dict], block_size: int, mode: str) -> int:
-    """Blocks the decoder started over a generations file (NTP decoding and the peers: one token is one block)."""
-    size = block_size if mode == "sbd" else 1  # NTP decoding and the peers (generate)
-    return sum(max(1, -(-r["num_tokens"] // size)) for r in records)
 
 
 def run_score(benchmark: str, generations: Path, out_path: Path, data: Path | None = None,

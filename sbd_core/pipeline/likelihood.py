@@ -35,7 +35,7 @@ from ..io_utils import atomic_dir, write_json_atomic, write_jsonl_atomic, write_
 from ..likelihood import SCORING_ONLY, HubSettings, LikelihoodTask, Settings, get_task
 from ..provenance import provenance
 from ..settings import RuntimeSettings
-from .evaluation import _model_recipe
+from .evaluation import model_recipe
 
 __all__ = ["LikelihoodDataError", "run_likelihood_data", "run_likelihood", "task_manager"]
 
@@ -176,7 +176,7 @@ def run_likelihood(model_dir: Path, name: str, settings_mapping: dict | None, da
     return the score record (see the module doc) and print one summary line."""
     import lm_eval
 
-    from ..evaluation.lm_eval_model import SBDLM
+    from ..lm_eval_adapter.model import SBDLM
 
     task = get_task(name)
     settings = task.settings(settings_mapping)
@@ -203,7 +203,7 @@ def run_likelihood(model_dir: Path, name: str, settings_mapping: dict | None, da
               "lm_eval_task": lm_name, "metric": settings.metric, "accuracy": metrics[settings.metric],
               "stderr": metrics.get(f"{settings.metric}_stderr"), "n": sum(len(d) for d in per_doc.values()),
               "metrics": metrics, "subtasks": subtasks, "settings": asdict(settings), "data": data["source"],
-              "recipe": _model_recipe(Path(model_dir)), "wall_time_s": elapsed,
+              "recipe": model_recipe(Path(model_dir)), "wall_time_s": elapsed,
               "lm_eval_version": str(lm_eval.__version__), "model_args": model_args, "per_doc": per_doc}
     record["provenance"] = provenance("likelihood", {"model": str(model_dir), "data": str(data_dir),
                                                      **(names or {}), "task": name})

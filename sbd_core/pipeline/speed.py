@@ -21,7 +21,8 @@ The file: ``kind: sbd_speed``; the subset's problem ids; per row its identity (a
 steps, sampler), its ``reference`` (the NTP arm of the same seed and budget), and per problem the cost the decode job
 recorded (prompt tokens, tokens, forwards, and the tokens fed per forward: the record's ``widths``, or derived where
 it has none, ``widths_source``); ``runs``: every timed decode (round, position in the round, row, batch size, wall
-and prefill seconds). The report (:mod:`sbd_core.report.speed`) turns them into speedups with intervals.
+and prefill seconds); its format is :mod:`sbd_core.records.speed`'s. The report (:mod:`sbd_core.report.speed`) turns
+them into speedups with intervals.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import gc
 import logging
 import random
 import time
-from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -39,10 +39,12 @@ import torch
 from .. import checkpoint
 from ..benchmarks import ID_KEY, get_benchmark
 from ..errors import UserError
-from ..io_utils import read_jsonl, write_json_atomic
 from ..provenance import provenance
+from ..records.generations import forward_widths, read_records
+from ..records.speed import speed_document, speed_problem, speed_row, timed_run, write_speed
+from ..report.keys import is_baseline
 from ..rounds import round_orders
-from ..samplers import NTP, checked_sampler
+from ..samplers import checked_sampler
 from ..settings import RuntimeSettings, SpeedSettings, from_section
 from ..timing import device_name, synchronize
 from .evaluation import checked_decoder, decode_config, decode_options
@@ -77,7 +79,7 @@ class Row:
 
     @property
     def is_baseline(self) -> bool:
-        return self.objective == "ntp" and self.sampler == NTP
+        return bool(is_baseline({"objective": self.objective, "sampler": self.sampler}))
 
     @property
     def sampling(self) -> bool:
@@ -127,23 +129,9 @@ def subset(problems: list[dict], size: int, seed: int) -> list[dict]:
     return [problems[i] for i in keep]
 
 
-def forward_widths(record: dict, block_size: int, mode: str) -> tuple[dict[int, int], str]:
-    """``{tokens fed: forwards}`` of one generation record and where it comes from: the record's ``widths`` (one per
-    forward of the row), else derived (``derived``): NTP decoding and the peers one token per forward; SBD k per
-    forward, and 2k in the first forward of every block after the first (it re-feeds the finished block)."""
-    if isinstance(record.get("widths"), list):
-        return dict(Counter(int(w) for w in record["widths"])), "recorded"
-    if mode != "sbd":
-        return {1: int(record["nfe"])}, "derived"
-    blocks = max(1, -(-int(record["num_tokens"]) // block_size))
-    refeeds = min(blocks - 1, int(record["nfe"]) - 1)
-    widths = {block_size: int(record["nfe"]) - refeeds, 2 * block_size: refeeds}
-    return {w: n for w, n in widths.items() if n}, "derived"
-
-
 def _scored(row: Row, ids: list[str]) -> dict[str, dict]:
     """The decode job's records of the subset's problems, by id; UserError naming the file when one is missing."""
-    records = {str(r["id"]): r for r in read_jsonl(row.generations)}
+    records = {str(r["id"]): r for r in read_records(row.generations)}
     missing = [i for i in ids if i not in records]
     if missing:
         raise UserError(f"speed: {row.generations} (row {row.name}) has no generation of problem(s) {missing[:5]}; "
@@ -184,13 +172,12 @@ def _row_record(row: Row, rows: list[Row], scored: dict[str, dict], block_size: 
     for pid, record in scored.items():
         widths, source = forward_widths(record, block_size, mode)
         sources.add(source)
-        problems.append({"id": pid, "prompt_tokens": record.get("prompt_tokens"), "num_tokens": record["num_tokens"],
-                         "nfe": record["nfe"], "widths": {str(w): n for w, n in sorted(widths.items())}})
-    return {"name": row.name, "arm": row.arm, "objective": row.objective, "train_seed": row.train_seed,
-            "train_steps": row.train_steps, "sampler": row.sampler, "mode": mode, "sampler_spec": row.spec,
-            "control": row.control, "reference": reference_of(row, rows), "block_size": block_size,
-            "batch_size": batch, "checked": not row.sampling, "generations": str(row.generations),
-            "widths_source": "/".join(sorted(sources)), "problems": problems}
+        problems.append(speed_problem(pid, record, widths))
+    return speed_row(name=row.name, arm=row.arm, objective=row.objective, train_seed=row.train_seed,
+                     train_steps=row.train_steps, sampler=row.sampler, mode=mode, sampler_spec=row.spec,
+                     control=row.control, reference=reference_of(row, rows), block_size=block_size, batch_size=batch,
+                     checked=not row.sampling, generations=str(row.generations),
+                     widths_source="/".join(sorted(sources)), problems=problems)
 
 
 def run_speed(entries: list[dict], model_name: str, benchmark: str, benchmark_settings: dict | None, test_file: Path,
@@ -225,20 +212,18 @@ def run_speed(entries: list[dict], model_name: str, benchmark: str, benchmark_se
     for r, order in enumerate(round_orders(list(units), speed.rounds, speed.seed)):
         for position, key in enumerate(order):
             generations, wall = units[key].decode(ids, scored[key[0]], runtime.device)
-            runs.append({"round": r, "position": position, "row": key[0], "batch": key[1], "wall_s": wall,
-                         "prefill_s": sum(g.prefill_time_s for g in generations)})
+            runs.append(timed_run(round=r, position=position, row=key[0], batch=key[1], wall_s=wall,
+                                  prefill_s=sum(g.prefill_time_s for g in generations)))
         if progress:
             print(f"speed {model_name}/{benchmark}: round {r + 1}/{speed.rounds} done", flush=True)
     batch = max(b for _, b in units)
-    result = {"kind": "sbd_speed", "version": 1, "model": model_name, "benchmark": benchmark,
-              "device": runtime.device, "device_name": device_name(runtime.device), "dtype": runtime.dtype,
-              "threads": torch.get_num_threads(), "settings": {**asdict(speed), "batch": batch},
-              "problem_ids": ids,
-              "rows": [_row_record(row, rows, scored[row.name], configs[row.name].block_size,
-                                   units[row.name, batch].decoder.config.batch_size) for row in rows],
-              "runs": runs}
-    write_json_atomic({**result, "provenance": provenance("speed", {"out": str(out), "test_file": str(test_file),
-                                                                    "decode": options})}, out)
+    result = speed_document(
+        model=model_name, benchmark=benchmark, device=runtime.device, device_name=device_name(runtime.device),
+        dtype=runtime.dtype, threads=torch.get_num_threads(), settings={**asdict(speed), "batch": batch},
+        problem_ids=ids, runs=runs,
+        rows=[_row_record(row, rows, scored[row.name], configs[row.name].block_size,
+                          units[row.name, batch].decoder.config.batch_size) for row in rows])
+    write_speed(result, provenance("speed", {"out": str(out), "test_file": str(test_file), "decode": options}), out)
     return result
 
 

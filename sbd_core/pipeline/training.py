@@ -25,7 +25,7 @@ from ..provenance import provenance
 from ..settings import RuntimeSettings, from_section
 from ..training_data import MixSpec, build, check_packed, fetch
 from ..training_data.build import MANIFEST
-from .plan import check_layout, train_config  # noqa: F401 (re-exported)
+from .plan import check_layout, train_config
 
 log = logging.getLogger("sbd_core")
 

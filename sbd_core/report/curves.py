@@ -1,14 +1,6 @@
 """The paper's Figures 5, 12 and 13: accuracy against mean NFE per problem, one panel per task (a row per model), one
-colour per training budget, from score files alone.
-
-* ``figure5``: the SBD arm with the EB-Sampler (entropy proxy) over its gammas, one curve per budget (the final model
-  and each ``finetune.eval_at_steps`` checkpoint), and the NTP arm of the same budget as its AR point (a star).
-* ``figure12``: EB with the entropy proxy (solid) against Fast-dLLM's factor rule over f (dashed), per budget.
-* ``figure13``: EB with the confidence proxy (solid) against the factor rule (dashed), per budget.
-
-A figure is drawn when the SBD arm was decoded with every family it needs (:func:`.plan.planned_figures`); the
-workflow lists the same files from its sampler grid. With several fine-tune seeds each point is the mean over seeds.
-"""
+colour per training budget, drawn where the SBD arm was decoded with every solver family a figure needs
+(:func:`.outputs.planned_figures`). What each shows: docs/figures.md."""
 
 from __future__ import annotations
 
@@ -16,9 +8,13 @@ import io
 import textwrap
 
 import pandas as pd
+from matplotlib.figure import Figure
 
 from .figures import FIG_DPI, MIN_SPAN
-from .plan import FIGURES
+from .keys import NTP, is_baseline
+from .outputs import FIGURE_FORMATS, FIGURES, figure_files, planned_figures
+from .render import figure_links
+from .section import Context, Section
 from .seeds import seed_means
 from .tables import benchmark_order
 
@@ -34,7 +30,7 @@ MARKERS = ("o", "s", "^")
 
 def sbd_families(summary: pd.DataFrame) -> set[str]:
     """The solver families of the SBD arm's block-sampler rows in a summary."""
-    rows = summary[(summary["objective"] == SBD_OBJECTIVE) & (summary["sampler"] != "ntp")]
+    rows = summary[(summary["objective"] == SBD_OBJECTIVE) & (summary["sampler"] != NTP)]
     return set(rows["family"])
 
 
@@ -45,13 +41,8 @@ def budget_label(steps: int, final: int) -> str:
     return f"{steps:,} steps" + (" (final)" if steps == final else "")
 
 
-def figure_bytes(summary: pd.DataFrame, stem: str) -> dict[str, bytes]:
-    """Draw figure ``stem`` (a key of :data:`FIGURES`) from a summary; return {'png': ..., 'pdf': ...}."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
+def paper_figure(summary: pd.DataFrame, stem: str) -> dict[str, bytes]:
+    """Draw figure ``stem`` (a key of :data:`.outputs.FIGURES`) from a summary; return {'png': ..., 'pdf': ...}."""
     means = seed_means(summary)
     models = sorted(means["model"].unique())
     benchmarks = benchmark_order(means["benchmark"].unique())
@@ -77,7 +68,7 @@ def figure_bytes(summary: pd.DataFrame, stem: str) -> dict[str, bytes]:
     if legend:
         fig.legend(list(legend.values()), list(legend), loc="outside right center", fontsize=8, frameon=False)
     out = {}
-    for fmt in ("png", "pdf"):
+    for fmt in FIGURE_FORMATS:
         buf = io.BytesIO()
         fig.savefig(buf, format=fmt, dpi=FIG_DPI)
         out[fmt] = buf.getvalue()
@@ -105,7 +96,22 @@ def _panel(ax, rows: pd.DataFrame, families: tuple[str, ...]) -> None:
             if len(pts):
                 ax.plot(pts["mean_nfe"], 100 * pts["accuracy"], linestyle=STYLES[f % len(STYLES)],
                         marker=MARKERS[f % len(MARKERS)], color=colour, markersize=5, label=f"{label}: SBD, {family}")
-        ntp = at[(at["objective"] == "ntp") & (at["sampler"] == "ntp")]
+        ntp = at[is_baseline(at)]
         if len(ntp):
             ax.plot(ntp["mean_nfe"], 100 * ntp["accuracy"], linestyle="none", marker="*", markersize=13,
                     color=colour, markeredgecolor="black", label=f"{label}: NTP (AR)")
+
+
+class PaperFigures(Section):
+    """Figures 5, 12 and 13 (those the SBD arm's solver families allow: none without them)."""
+
+    def files(self, ctx: Context) -> dict[str, bytes]:
+        return {f"{stem}.{fmt}": data for stem in planned_figures(sbd_families(ctx.summary))
+                for fmt, data in paper_figure(ctx.summary, stem).items()}
+
+    def markdown(self, ctx: Context) -> list[str]:
+        stems = planned_figures(sbd_families(ctx.summary))
+        if not stems:
+            return []
+        return ["## Figures 5, 12, 13: accuracy vs mean NFE across training budgets and solvers\n",
+                *figure_links([figure_files(stem)[0] for stem in stems])]

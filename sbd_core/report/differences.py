@@ -1,20 +1,23 @@
-"""The report's words on accuracy: each run against the NTP arm on the same problems (the one verdict procedure of
-:mod:`.verdicts`: interval, p values and words), and per task how many problems would show equivalence or resolve a
-1-point difference."""
+"""The report's words on accuracy: the summary's interval columns (:mod:`.stats.intervals`), each run against the NTP
+arm on the same problems (the one verdict procedure of :mod:`.stats.verdicts`), and per task how many problems would
+show equivalence or resolve a 1-point difference: the Differences section."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from ..settings import StatsSettings
-from .seeds import final_budget
-from .stats import problems_for_equivalence, problems_to_resolve
-from .tables import DASH, _arm_rank, _family_rank, benchmark_order, to_markdown
-from .verdicts import verdict_cell
+from .keys import is_baseline
+from .render import DASH, to_markdown
+from .section import Context, Section
+from .seeds import ONE_SEED, final_budget
+from .stats.estimates import problems_for_equivalence, problems_to_resolve
+from .stats.intervals import INTERVAL_COLUMNS, add_intervals
+from .stats.verdicts import verdict_cell
+from .tables import arm_rank, benchmark_order, family_rank
 
 #: The seed column of the differences table's row over seeds.
 ALL_SEEDS = "all seeds"
-ONE_SEED = "one fine-tune seed: seed variance not included"
 
 
 def difference_cell(rec) -> str:
@@ -42,7 +45,7 @@ def differences(summary: pd.DataFrame) -> pd.DataFrame:
     sampler[, seed]), one cell per benchmark (see :func:`difference_cell`); with several seeds a last row per run over
     all of them (seeds, then problems)."""
     final = final_budget(summary)
-    final = final[~((final["objective"] == "ntp") & (final["sampler"] == "ntp"))]
+    final = final[~is_baseline(final)]
     benchmarks = benchmark_order(final["benchmark"].unique())
     several = final["train_seed"].nunique() > 1
     rows = []
@@ -60,8 +63,8 @@ def differences(summary: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=columns)
     table = pd.DataFrame(rows)
     order = sorted(range(len(table)), key=lambda i: (
-        table.at[i, "model"], _arm_rank(table.at[i, "objective"], table.at[i, "sampler"]),
-        _family_rank(table.at[i, "family"]), table.at[i, "sampler"], table.at[i, "seed"] == ALL_SEEDS))
+        table.at[i, "model"], arm_rank(table.at[i, "objective"], table.at[i, "sampler"]),
+        family_rank(table.at[i, "family"]), table.at[i, "sampler"], table.at[i, "seed"] == ALL_SEEDS))
     return table.iloc[order][columns].reset_index(drop=True).astype(str)
 
 
@@ -130,3 +133,16 @@ def statistics_md(summary: pd.DataFrame, settings: StatsSettings = StatsSettings
     if lines:
         parts += ["### Problems a task needs\n", "\n".join(lines) + "\n"]
     return "\n".join(parts)
+
+
+class Differences(Section):
+    """The summary's intervals and paired differences to the NTP arm, and the Differences section; PairingError when
+    a run and its NTP arm (or two seeds of a run) do not hold the same problems."""
+
+    column_names = tuple(INTERVAL_COLUMNS)
+
+    def columns(self, frame: pd.DataFrame, ctx: Context) -> pd.DataFrame:
+        return add_intervals(frame, ctx.stats)
+
+    def markdown(self, ctx: Context) -> list[str]:
+        return [statistics_md(ctx.summary, ctx.stats)]

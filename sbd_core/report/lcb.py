@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .tables import to_markdown
+from .render import MISSING, number, to_markdown
+from .section import Context, Section
 
 GROUPS = (("difficulty", ("easy", "medium", "hard")), ("platform", ("atcoder", "codeforces", "leetcode")))
 NOTE = (
@@ -21,7 +22,7 @@ NOTE = (
 
 
 def _cell(rates: dict) -> str:
-    return "-" if rates["pass@1"] is None else f"{100 * rates['pass@1']:.1f} ({rates['problems']})"
+    return number(rates["pass@1"], ".1f", scale=100, suffix=f" ({rates['problems']})")
 
 
 def lcb_markdown(scores: pd.DataFrame) -> str:
@@ -36,8 +37,16 @@ def lcb_markdown(scores: pd.DataFrame) -> str:
             row = {"model": run.model, "run": run.label, "window": window["window"], "pass@1": _cell(window)}
             row.update({name: _cell(window[key][name]) for key, names in GROUPS for name in names})
             row["pass@k"] = ", ".join(f"pass@{k} {100 * window[f'pass@{k}']:.1f}" for k in block["k"][1:]
-                                      if window[f"pass@{k}"] is not None) or "-"
+                                      if window[f"pass@{k}"] is not None) or MISSING
             row["after </think>"] = block["extraction"]["problems_with_another_program_after_thinking"] if first else ""
             rows.append(row)
             first = False
     return "## LiveCodeBench\n\n" + NOTE + "\n\n" + to_markdown(pd.DataFrame(rows))
+
+
+class LiveCodeBench(Section):
+    """The LiveCodeBench section (none without a LiveCodeBench score file)."""
+
+    def markdown(self, ctx: Context) -> list[str]:
+        section = lcb_markdown(ctx.scores)
+        return [section] if section else []

@@ -1,15 +1,6 @@
-"""Lossless rows (``verify``, :mod:`sbd_core.verify`): every verified run checked against its arm's NTP decoding,
-problem by problem, and what verification cost.
-
-* Check: a run verified greedily must have written, for every problem, the tokens of the same arm's NTP-mode run
-  (sampler ``ntp``; same model, objective, fine-tune seed, budget and benchmark), compared by the digests the score
-  stage stores per problem (``tokens_sha``). A difference is an error naming the first differing problem and both
-  score files. The ``lossless`` column: ``yes`` (checked), ``not checked`` (no NTP-mode run of that arm, or score files
-  without digests; logged), ``in distribution`` (``verify: sample`` matches NTP sampling's law, not its tokens), empty
-  for unverified runs. Checked rows carry ``(lossless)`` in their label, so Table 1, the peers and the figures show it.
-* Acceptance, from each problem's ``accepted`` / ``drafted`` lengths (per draft: tokens NTP mode kept, tokens checked;
-  a block's first token is NTP's own and not counted): ``acceptance_rate`` (kept / checked), ``drafts_whole`` (the
-  share of drafts kept whole) and ``accepted_hist`` (``kept:count`` over drafts).
+"""Lossless rows (``verify``): every verified run checked against its arm's NTP decoding problem by problem (by the
+per-problem token digests), what verification cost (acceptance), and the Lossless SBD section. The columns and the
+check: docs/verify.md (the report).
 """
 
 from __future__ import annotations
@@ -19,7 +10,11 @@ from collections import Counter
 
 import pandas as pd
 
-from .peers import x_text
+from .keys import ARM_KEY, NTP
+from .render import number, x_text
+from .section import Context, Section
+from .seeds import final_budget
+from .speed import floor
 
 logger = logging.getLogger(__package__)
 
@@ -49,10 +44,9 @@ def digests(per_problem) -> dict | None:
 
 
 def lossless_labels(df: pd.DataFrame) -> list[str]:
-    """The ``lossless`` column of loaded score rows (module docstring); NotLossless when a verified run's tokens differ
+    """The ``lossless`` column of loaded score rows (docs/verify.md); NotLossless when a verified run's tokens differ
     from its arm's NTP decoding."""
-    keys = ["model", "objective", "train_seed", "train_steps", "benchmark"]
-    ntp = {tuple(r[k] for k in keys): r for _, r in df[df["sampler"] == "ntp"].iterrows()}
+    ntp = {tuple(r[k] for k in ARM_KEY): r for _, r in df[df["sampler"] == NTP].iterrows()}
     labels = []
     for _, row in df.iterrows():
         verify = row["params"].get("verify", "none")
@@ -61,7 +55,7 @@ def lossless_labels(df: pd.DataFrame) -> list[str]:
         elif verify == "sample":
             labels.append("in distribution")
         else:
-            labels.append(_checked(row, ntp.get(tuple(row[k] for k in keys))))
+            labels.append(_checked(row, ntp.get(tuple(row[k] for k in ARM_KEY))))
     return labels
 
 
@@ -102,4 +96,22 @@ def lossless_markdown(final: pd.DataFrame) -> str:
 
 
 def _pct(value) -> str:
-    return "-" if pd.isna(value) else f"{100 * value:.0f}%"
+    return number(value, ".0f", scale=100, suffix="%")
+
+
+class Lossless(Section):
+    """The ``lossless`` and acceptance columns (a checked run's label says ``(lossless)``) and the Lossless SBD
+    section, beside the A/A floor (an empty paragraph without a verified run); NotLossless when a verified run's
+    tokens differ from its arm's NTP decoding."""
+
+    column_names = tuple(LOSSLESS_COLUMNS)
+
+    def columns(self, frame: pd.DataFrame, ctx: Context) -> pd.DataFrame:
+        out = frame.copy()
+        out["lossless"] = lossless_labels(out)
+        out.loc[out["lossless"] == "yes", "label"] += " (lossless)"
+        return out
+
+    def markdown(self, ctx: Context) -> list[str]:
+        section = lossless_markdown(final_budget(ctx.summary))
+        return [section + "\n" + floor(ctx) if section else ""]  # its wall speedups, beside the A/A floor

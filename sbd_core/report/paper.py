@@ -1,25 +1,29 @@
-"""Our runs beside the paper's Table 1, cell by cell, with the difference in points and in speedup.
-
-Which of our runs fills which cell of the paper's table:
-
-* the model: a model of the config whose ``paper_base`` names a row group of the table (``Llama-3.1 8B``, ``Qwen-3 8B``);
-* ``Loss=NTP, Sampling=NTP``: the NTP arm decoded with NTP; ``Loss=SBD, Sampling=NTP``: the SBD arm decoded with NTP;
-* ``SBD (gamma_low)`` / ``SBD (gamma_high)``: the SBD arm decoded with the EB-Sampler (entropy proxy, greedy, the
-  config's block size) at the paper's gamma for the benchmark's group: reasoning benchmarks (MATH500, AIME25,
-  LiveCodeBench) 0.1 / 0.35, chat benchmarks (GSM8K, HumanEval+, MBPP) 0.35 / 0.6 (the paper's section 3.1). A cell
-  stays empty when that sampler was not decoded or the benchmark is not available (the note says why).
-
-Speedups are NFE speedups, as in the paper; its NTP rows print none (1x by definition). The mean speedup is the
-arithmetic mean of the row's per-benchmark speedups (how the paper's Speedup column is computed), over the benchmarks
-the row has.
-"""
+"""The paper's Table 1 (loaded, and shown as printed) and our runs beside it, cell by cell, with the difference in
+points and in speedup. Which of our runs fills which cell: docs/pipeline.md (beside the paper's Table 1)."""
 
 from __future__ import annotations
 
+import logging
+import os
+from pathlib import Path
+
 import pandas as pd
 
+from ..benchmarks import BENCHMARKS
 from ..errors import UserError
-from .tables import DASH, PAPER_BENCHMARKS
+from ..samplers import sampler_spec
+from . import DEFAULT_PAPER_TABLE
+from .render import DASH, csv_bytes, number, text_or_dash, to_latex, to_markdown
+from .section import Context, Section, derived
+from .seeds import final_runs
+
+logger = logging.getLogger(__package__)
+
+#: Paper Table 1 benchmark columns: (csv prefix, display name).
+PAPER_BENCHMARKS = [
+    ("math500", "MATH500"), ("aime25", "AIME25"), ("lcbv6", "LCB v6"),
+    ("gsm8k", "GSM8K"), ("humaneval_plus", "HE+"), ("mbpp", "MBPP"),
+]
 
 #: The paper's gamma per benchmark group and row.
 PAPER_GAMMAS = {"reasoning": {"gamma_low": 0.1, "gamma_high": 0.35}, "chat": {"gamma_low": 0.35, "gamma_high": 0.6}}
@@ -33,8 +37,6 @@ COMPARISON_COLUMNS = ["model", "paper_base", "loss", "sampling", "benchmark", "p
 
 def paper_sampler(group: str, which: str | None) -> str:
     """Our sampler tag for a paper row: ``ntp``, or the EB-Sampler at the paper's gamma for the benchmark's group."""
-    from ..samplers import sampler_spec
-
     return "ntp" if which is None else sampler_spec("eb", gamma=PAPER_GAMMAS[group][which])["tag"]
 
 
@@ -52,8 +54,6 @@ def _our_cell(summary: pd.DataFrame, model: str, objective: str, sampler: str, b
 def compare(summary: pd.DataFrame, paper: pd.DataFrame, bases: dict[str, str]) -> pd.DataFrame:
     """One row per (model, paper row, paper benchmark): our accuracy and NFE speedup, the paper's, the differences;
     UserError when ``bases`` names a base model the paper's table does not have."""
-    from ..benchmarks import BENCHMARKS
-
     known = sorted(set(paper["base"]))
     unknown = {model: base for model, base in bases.items() if base not in known}
     if unknown:
@@ -97,8 +97,137 @@ def comparison_display(long: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
         ours_mean = grp["nfe_speedup"].dropna().mean() if grp["nfe_speedup"].notna().any() else float("nan")
         paper_mean = float("nan") if printed is None else printed["mean_speedup"]
         row = {"Model": f"{model} ({base})", "Loss": loss, "Sampling": sampling.replace("gamma_", "\u03b3_"),
-               "Speedup (ours vs paper)": DASH if pd.isna(ours_mean) else f"{ours_mean:.2f}x vs {paper_mean:.1f}x"}
+               "Speedup (ours vs paper)": number(ours_mean, ".2f", suffix=f"x vs {paper_mean:.1f}x", missing=DASH)}
         for rec in grp.itertuples(index=False):
             row[names[rec.paper_column]] = _cell(pd.Series(rec._asdict()))
         rows.append(row)
     return pd.DataFrame(rows).astype(str)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# The paper's table
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def load_paper_table(path: str | os.PathLike = DEFAULT_PAPER_TABLE) -> pd.DataFrame:
+    """Load the paper's Table 1 CSV ('#' comment lines skipped; empty cells become NaN)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"paper table not found: {path}")
+    try:
+        df = pd.read_csv(path, comment="#")
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise UserError(f"paper table {path}: not a CSV table ({' '.join(str(err).split())})") from None
+    expected = ["base", "training", "loss", "sampling", "mean_speedup"]
+    expected += [f"{b}_{kind}" for b, _ in PAPER_BENCHMARKS for kind in ("accuracy_pct", "speedup")]
+    missing = [c for c in expected if c not in df.columns]
+    if missing:
+        raise UserError(f"paper table {path}: missing column(s) {missing}; expected the columns of "
+                        f"{DEFAULT_PAPER_TABLE.name} (the paper's Table 1)")
+    return df
+
+
+def paper_table_display(paper: pd.DataFrame) -> pd.DataFrame:
+    """Render the paper table as printed: 'acc (speedup x)' cells, accuracy alone where no speedup, DASH when empty."""
+    rows = []
+    for _, rec in paper.iterrows():
+        row = {
+            "Base": rec["base"],
+            "Training": text_or_dash(rec["training"]),
+            "Loss": text_or_dash(rec["loss"]),
+            "Sampling": str(rec["sampling"]).replace("gamma_", "\u03b3_"),
+            "Speedup": _paper_speedup(rec["mean_speedup"]),
+        }
+        for prefix, name in PAPER_BENCHMARKS:
+            acc, spd = rec[f"{prefix}_accuracy_pct"], rec[f"{prefix}_speedup"]
+            if pd.isna(acc):
+                row[name] = DASH
+            elif pd.isna(spd):
+                row[name] = f"{acc:.1f}"
+            else:
+                row[name] = f"{acc:.1f} ({spd:.2f}x)"
+        rows.append(row)
+    return pd.DataFrame(rows).astype(str)
+
+
+def _paper_speedup(value) -> str:
+    """Paper 'Speedup' column text: '1x' for baselines, one decimal otherwise ('3.4x'), DASH when empty."""
+    if pd.isna(value):
+        return DASH
+    return "1x" if value == 1.0 else f"{value:.1f}x"
+
+
+def resolve_paper_table(paper_table) -> Path | None:
+    """The paper-table path to use, or None (with a warning) when the default one is absent."""
+    if paper_table is None:
+        return None
+    path = Path(paper_table)
+    if path.is_file():
+        return path
+    if not path.is_absolute() and (DEFAULT_PAPER_TABLE.parent.parent.parent / path).is_file():
+        return DEFAULT_PAPER_TABLE.parent.parent.parent / path
+    if path == DEFAULT_PAPER_TABLE:
+        logger.warning("paper table %s not found; paper_table1.* will not be written", path)
+        return None
+    raise FileNotFoundError(f"paper table not found: {path}")
+
+
+@derived
+def paper_table(ctx: Context) -> pd.DataFrame | None:
+    """The paper's Table 1 (None without one)."""
+    return None if ctx.paper_path is None else load_paper_table(ctx.paper_path)
+
+
+@derived
+def comparison(ctx: Context) -> pd.DataFrame | None:
+    """Our runs beside the paper's (:func:`compare`; None without the paper's table or a model standing for one of its
+    rows)."""
+    paper = paper_table(ctx)
+    bases = {m: b for m, b in ctx.paper_bases.items() if m in set(ctx.summary["model"])}
+    return compare(final_runs(ctx), paper, bases) if paper is not None and bases else None
+
+
+class PaperComparison(Section):
+    """``paper_comparison.{csv,md}`` and the section beside the paper's Table 1, with the paper's benchmarks not
+    run."""
+
+    def files(self, ctx: Context) -> dict[str, bytes]:
+        long = comparison(ctx)
+        if long is None:
+            return {}
+        return {"paper_comparison.csv": csv_bytes(long),
+                "paper_comparison.md": to_markdown(comparison_display(long, paper_table(ctx))).encode()}
+
+    def markdown(self, ctx: Context) -> list[str]:
+        long = comparison(ctx)
+        if long is None:
+            return []
+        return ["## Beside the paper's Table 1 (ours vs paper: difference)\n",
+                to_markdown(comparison_display(long, paper_table(ctx))), _unavailable_md()]
+
+
+class PaperTable(Section):
+    """``paper_table1.{md,tex}`` and the paper's Table 1 as printed."""
+
+    def files(self, ctx: Context) -> dict[str, bytes]:
+        paper = paper_table(ctx)
+        if paper is None:
+            return {}
+        return {"paper_table1.md": to_markdown(paper_table_display(paper)).encode(),
+                "paper_table1.tex": to_latex(paper_table_display(paper),
+                                             "arXiv 2509.04185v1 Table 1 (as printed)").encode()}
+
+    def markdown(self, ctx: Context) -> list[str]:
+        paper = paper_table(ctx)
+        if paper is None:
+            return []
+        return ["## Paper Table 1 (arXiv 2509.04185v1, as printed)\n", to_markdown(paper_table_display(paper))]
+
+
+def _unavailable_md() -> str:
+    missing = [b for b in BENCHMARKS.values() if b.paper_column and not b.available]
+    if not missing:
+        return ""
+    lines = ["## Benchmarks of the paper not run\n"]
+    lines += [f"- {b.name}: {b.reason}" for b in missing]
+    return "\n".join(lines) + "\n"

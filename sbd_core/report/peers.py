@@ -1,25 +1,22 @@
-"""The report's peers section: the training-free peers of the NTP arm (Hugging Face ``generate`` greedy, prompt lookup)
-beside the NTP arm and every block-decoding run, per model and benchmark: what SBD buys over a free speedup.
-
-Columns: accuracy, tokens per forward (generated tokens / forwards actually run), NFE speedup, wall speedup at the
-configured batch size (prompt lookup runs at batch 1: transformers' limit) and latency speedup at batch 1 (the fair
-comparison for prompt lookup), all against the NTP arm of the same model and benchmark, both from the speed stage
-(:mod:`.speed`, with the A/A floor beside them). Rows are the final budget's runs, averaged over fine-tune seeds
-(:func:`sbd_core.report.seeds.seed_means`).
+"""The report's Peers section: the training-free peers of the NTP arm (Hugging Face ``generate`` greedy, prompt lookup)
+beside the NTP arm and every block-decoding run of the final budget, per model and benchmark: what SBD buys over a
+free speedup (docs/peers.md).
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from .speed import floor_line
+from ..samplers import PEER_MODE
+from .render import number, x_text
+from .section import Context, Section
+from .seeds import final_runs
+from .speed import floor_line, speeds
 
 
 def peers_markdown(final: pd.DataFrame, speeds: pd.DataFrame) -> str:
     """The section (empty when the run decoded no peer); ``final``: one summary row per run (seed means); ``speeds``:
     the speed table (its A/A control)."""
-    from ..samplers import PEER_MODE  # imported here, as scores.run_label does: the report loads the solvers lazily
-
     if not (final["mode"] == PEER_MODE).any():
         return ""
     shown = final[(final["objective"] == "ntp") | (final["mode"] == "sbd")]
@@ -30,8 +27,8 @@ def peers_markdown(final: pd.DataFrame, speeds: pd.DataFrame) -> str:
              "| tokens/s |", "|---|---|---|---|---|---|---|---|---|"]
     for r in shown.itertuples(index=False):
         lines.append(f"| {r.model} | {r.benchmark} | {r.label} | {100 * r.accuracy:.1f} | {r.tokens_per_forward:.2f} "
-                     f"| {x_text(r.nfe_speedup)} | {x_text(r.wall_speedup)} ({_batch(r.batch_size)}) "
-                     f"| {x_text(r.latency_speedup)} | {_num(r.tokens_per_s)} |")
+                     f"| {x_text(r.nfe_speedup)} | {x_text(r.wall_speedup)} ({number(r.batch_size, '.0f')}) "
+                     f"| {x_text(r.latency_speedup)} | {number(r.tokens_per_s, '.0f')} |")
     lines.append("\nAll speedups against the NTP arm (NTP model, NTP decoding) of the same model and benchmark. "
                  "wall x: the speed stage's decode time at the run's batch size (in brackets; prompt lookup decodes one "
                  "problem at a time); latency x: the speed stage's problems one at a time on both sides (- without a "
@@ -44,14 +41,8 @@ def peers_markdown(final: pd.DataFrame, speeds: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def x_text(value) -> str:
-    """A speedup as ``2.31x`` (``-`` when absent)."""
-    return "-" if pd.isna(value) else f"{value:.2f}x"
+class Peers(Section):
+    """The Peers section (an empty paragraph without a peer's row)."""
 
-
-def _num(value) -> str:
-    return "-" if pd.isna(value) else f"{value:.0f}"
-
-
-def _batch(value) -> str:
-    return "-" if pd.isna(value) else f"{int(value)}"
+    def markdown(self, ctx: Context) -> list[str]:
+        return [peers_markdown(final_runs(ctx), speeds(ctx))]

@@ -1,19 +1,7 @@
 """Wall-clock against the roofline: eq. 16 with the widths each run actually fed, from this machine's measured time(k),
-beside the speed stage's measurement on the same problems; and the plausibility of time(k) itself.
-
-**Prediction.** A run's decode time at batch 1 on the speed stage's subset is predicted as the sum over its problems
-and forwards of the measured step time at the tokens the forward fed (``widths``: NTP 1, SBD k per forward and 2k in
-a forward that re-feeds the finished block; the engine records them per forward, or they are derived from the
-run's tokens and forwards, :func:`sbd_core.pipeline.speed.forward_widths`) and the problem's mean cache length
-(prompt + half its tokens); the predicted speedup is the NTP arm's predicted time over the run's. For the paper's
-same-length case this is eq. 16, ``k T(1) / (T(2k) + (l - 1) T(k))``. It is computed once per time(k) round (every
-step of a round measured in the same spell of the machine), so it has a median and an interval over rounds like the
-measurement it is set beside (batch 1, prefill excluded, as eq. 16 models). Peers (Hugging Face ``generate``) have
-none: time(k) times the engine's step.
-
-**Plausibility.** Per batch size and cache length, a step that feeds more tokens per row cannot be faster than one
-that feeds fewer (a re-feed of 2k is compared with steps of at most k tokens: it computes logits for k only); a pair is
-flagged where the per-round ratio's interval lies below 1 (:func:`implausible_steps`).
+beside the speed stage's measurement on the same problems (the summary's prediction columns, the section, the
+measured-vs-predicted figure, Tables 3-4 from time(k)); and the plausibility of time(k) itself. The rule: docs/speed.md
+(eq. 16).
 """
 
 from __future__ import annotations
@@ -26,6 +14,12 @@ import pandas as pd
 
 from .. import roofline
 from ..rounds import RoundInterval, interval_text, median_interval, paired_ratio
+from .figures import new_axes, rendered
+from .keys import RUN_KEY
+from .outputs import WALL_VS_PREDICTED, figure_files
+from .render import figure_links, number
+from .section import Context, Section
+from .speed import run_of
 
 logger = logging.getLogger(__package__)
 
@@ -49,7 +43,8 @@ def predicted_time(timing: roofline.Timing, row: dict) -> float:
     return total
 
 
-def predicted_speedup(timing: roofline.Timing, row: dict, reference: dict, confidence: float = 0.95) -> RoundInterval:
+def speedup_from_widths(timing: roofline.Timing, row: dict, reference: dict,
+                        confidence: float = 0.95) -> RoundInterval:
     """The reference's predicted time over the row's, per time(k) round (median and interval over rounds; the file's
     medians, without an interval, for a file measured before rounds); NaN where time(k) does not cover the run."""
     if row["mode"] not in ("ntp", "sbd"):
@@ -75,14 +70,11 @@ def prediction_table(docs: list[dict], timings: dict[str, roofline.Timing], conf
         for row in doc["rows"]:
             if row.get("control") or row["name"] == row["reference"]:  # the A/A control; the reference itself
                 continue
-            interval = (predicted_speedup(timing, row, by_name[row["reference"]], confidence) if timing is not None
+            interval = (speedup_from_widths(timing, row, by_name[row["reference"]], confidence) if timing is not None
                         else median_interval([]))
-            rows.append({"model": doc["model"], "benchmark": doc["benchmark"], "objective": row["objective"],
-                         "train_seed": row["train_seed"], "train_steps": row["train_steps"], "sampler": row["sampler"],
-                         "predicted_speedup": interval.median, "predicted_lo": interval.lo,
+            rows.append({**run_of(doc, row), "predicted_speedup": interval.median, "predicted_lo": interval.lo,
                          "predicted_hi": interval.hi, "widths_source": row.get("widths_source", "")})
-    keys = ["model", "benchmark", "objective", "train_seed", "train_steps", "sampler"]
-    return pd.DataFrame(rows, columns=keys + PREDICTION_COLUMNS[1:])
+    return pd.DataFrame(rows, columns=[*RUN_KEY, *PREDICTION_COLUMNS[1:]])
 
 
 def add_prediction_columns(summary: pd.DataFrame, predictions: pd.DataFrame) -> pd.DataFrame:
@@ -162,7 +154,7 @@ def prediction_markdown(summary: pd.DataFrame, timings: dict[str, roofline.Timin
         lines.append(f"- {name}: time(k) measured on {timing.device_name} ({timing.device}, {timing.dtype}), "
                      f"{rounds} after {timing.warmup} warm-up calls ({timing.path}).")
         lines += plausibility_lines(name, timing)
-    rows = summary.dropna(subset=["decode_speedup", "predicted_speedup"]) if "decode_speedup" in summary else summary[:0]
+    rows = _measured_and_predicted(summary)
     if rows.empty:
         lines.append("\nNo run has both a speed-stage measurement and an eq. 16 prediction.\n")
         return "\n".join(lines) + "\n"
@@ -172,7 +164,7 @@ def prediction_markdown(summary: pd.DataFrame, timings: dict[str, roofline.Timin
     for r in rows.itertuples(index=False):
         predicted = RoundInterval(r.predicted_speedup, r.predicted_lo, r.predicted_hi, math.nan, 0)
         measured = RoundInterval(r.decode_speedup, r.decode_speedup_lo, r.decode_speedup_hi, math.nan, 0)
-        lines.append(f"| {r.model} | {r.label} | {r.benchmark} | {r.nfe_speedup:.2f} | {_fmt(r.forwards_per_block)} | "
+        lines.append(f"| {r.model} | {r.label} | {r.benchmark} | {r.nfe_speedup:.2f} | {number(r.forwards_per_block, '.2f')} | "
                      f"{interval_text(predicted)} | {interval_text(measured)} | "
                      f"{r.decode_speedup / r.predicted_speedup:.2f} |")
     lines.append("\nBoth on the speed stage's problems at batch 1, prefill excluded; intervals over rounds (measured: "
@@ -184,21 +176,13 @@ def prediction_markdown(summary: pd.DataFrame, timings: dict[str, roofline.Timin
     return "\n".join(lines) + "\n"
 
 
-def _fmt(value) -> str:
-    return "-" if pd.isna(value) else f"{value:.2f}"
-
-
 def prediction_figure(summary: pd.DataFrame) -> dict[str, bytes] | None:
     """Measured (batch 1, prefill excluded) against predicted speedup, one point per run with both intervals as error
-    bars, and the line y = x."""
-    from .figures import _new_axes, _rendered
-
-    if "decode_speedup" not in summary:
-        return None
-    rows = summary.dropna(subset=["decode_speedup", "predicted_speedup"])
+    bars, and the line y = x; None without such a run."""
+    rows = _measured_and_predicted(summary)
     if rows.empty:
         return None
-    fig, ax = _new_axes()
+    fig, ax = new_axes()
     top = max(rows[["decode_speedup", "decode_speedup_hi", "predicted_speedup", "predicted_hi"]].max()) * 1.1
     ax.plot([0, top], [0, top], color="gray", lw=1, label="measured = predicted")
     for bench, sub in rows.groupby("benchmark"):
@@ -209,7 +193,14 @@ def prediction_figure(summary: pd.DataFrame) -> dict[str, bytes] | None:
     ax.set_xlabel("predicted wall speedup, eq. 16 from measured time(k) (x; interval over its rounds)")
     ax.set_ylabel("measured wall speedup, batch 1 (x; interval over rounds)")
     ax.set_title("Wall-clock speedup: measured vs the roofline")
-    return _rendered(fig, ax, pd.Series(dtype=float))  # no accuracy axis
+    return rendered(fig, ax, pd.Series(dtype=float))  # no accuracy axis
+
+
+def _measured_and_predicted(summary: pd.DataFrame) -> pd.DataFrame:
+    """The runs with both a speed-stage measurement and an eq. 16 prediction."""
+    if "decode_speedup" not in summary:
+        return summary[:0]
+    return summary.dropna(subset=["decode_speedup", "predicted_speedup"])
 
 
 def _errors(rows: pd.DataFrame, mid: str, lo: str, hi: str):
@@ -236,3 +227,23 @@ def _block_sizes(timing: roofline.Timing) -> list[int]:
 def load_timings(paths) -> dict[str, roofline.Timing]:
     """``{model name: time(k)}`` from the timing stage's files (the file's stem names the model)."""
     return {Path(p).stem: roofline.load_timing(p) for p in paths or ()}
+
+
+class Prediction(Section):
+    """The summary's prediction columns (eq. 16's l on the test set, the predictions on the speed subset), Tables 3-4
+    from each model's time(k), the measured-vs-predicted figure and the roofline section."""
+
+    column_names = tuple(PREDICTION_COLUMNS)
+
+    def columns(self, frame: pd.DataFrame, ctx: Context) -> pd.DataFrame:
+        return add_prediction_columns(frame, prediction_table(list(ctx.speed_docs), ctx.timings, ctx.stats.confidence))
+
+    def files(self, ctx: Context) -> dict[str, bytes]:
+        figure = prediction_figure(ctx.summary) or {}
+        return {**timing_tables(ctx.timings), **{f"{WALL_VS_PREDICTED}.{fmt}": data for fmt, data in figure.items()}}
+
+    def markdown(self, ctx: Context) -> list[str]:
+        section = prediction_markdown(ctx.summary, ctx.timings)
+        if not _measured_and_predicted(ctx.summary).empty:
+            section += "\n" + figure_links(figure_files(WALL_VS_PREDICTED)[:1])[0]
+        return [section]

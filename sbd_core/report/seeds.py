@@ -1,11 +1,6 @@
-"""Fine-tune seeds and training budgets in the report: the rows Table 1 shows (each model's final budget), the mean and
-spread over seeds of each run, and how their cells read.
-
-A summary row is one (model, objective, train_seed, train_steps, sampler, benchmark). Table 1 and the paper
-comparison use the final budget of each model (its largest ``train_steps``; intermediate checkpoints of
-``finetune.eval_at_steps`` go to Figure 5); with several seeds, each seed is a row and a last row gives the mean and
-the sample standard deviation over seeds, and the accuracy's interval over seeds and problems (``seeds_accuracy_lo``
-and ``_hi`` of :mod:`.intervals`).
+"""Fine-tune seeds and training budgets in the report: the rows Table 1 shows (each model's final budget, its largest
+``train_steps``; earlier checkpoints go to Figure 5), the mean and spread over seeds of each run, and how their cells
+read (docs/statistics.md, several seeds).
 """
 
 from __future__ import annotations
@@ -14,11 +9,14 @@ import math
 
 import pandas as pd
 
-from .intervals import RUN_COLUMNS
+from .keys import SEEDS_KEY
+from .render import number
+from .section import Context, derived
 
 #: The columns averaged over seeds (the others are the run's identity or its settings).
 AVERAGED = ["accuracy", "nfe_speedup", "wall_speedup", "mean_nfe", "tokens_per_forward", "diff_vs_ntp"]
 SEED_MEAN = "mean \u00b1 sd"  # the seed column of a table's row over seeds
+ONE_SEED = "one fine-tune seed: seed variance not included"
 
 
 def final_budget(summary: pd.DataFrame) -> pd.DataFrame:
@@ -32,7 +30,7 @@ def seed_means(summary: pd.DataFrame) -> pd.DataFrame:
     seeds, NaN with one seed) and the run's other columns from its first seed (``seeds_*``: the same in every seed's
     row)."""
     rows = []
-    for _, grp in summary.groupby(RUN_COLUMNS, sort=False):
+    for _, grp in summary.groupby(SEEDS_KEY, sort=False):
         row = grp.iloc[0].to_dict()
         for col in AVERAGED:
             values = grp[col].dropna() if col in grp else pd.Series(dtype=float)
@@ -42,10 +40,16 @@ def seed_means(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@derived
+def final_runs(ctx: Context) -> pd.DataFrame:
+    """One row per run of the final budgets, over its seeds: the paper's view."""
+    return seed_means(final_budget(ctx.summary))
+
+
 def _spread(mean: float, sd: float, scale: float, fmt: str, unit: str = "") -> str:
     if pd.isna(mean):
         return "n/a"
-    return f"{scale * mean:{fmt}}{unit}" + ("" if pd.isna(sd) else f" \u00b1 {scale * sd:{fmt}}")
+    return number(mean, fmt, scale=scale, suffix=unit) + number(sd, fmt, scale=scale, prefix=" \u00b1 ", missing="")
 
 
 def seed_cell(rec) -> str:
@@ -57,3 +61,12 @@ def seed_cell(rec) -> str:
     nfe = _spread(rec["nfe_speedup"], rec["nfe_speedup_sd"], 1.0, ".2f", "x")
     wall = _spread(rec["wall_speedup"], rec["wall_speedup_sd"], 1.0, ".2f", "x")
     return f"{acc} ({nfe}, wall {wall})"
+
+
+def seeds_note(summary: pd.DataFrame) -> str:
+    """What Table 1's numbers cover: one fine-tune seed, or how the seeds are summed up."""
+    seeds = final_budget(summary)["train_seed"].nunique()
+    if seeds == 1:
+        return ONE_SEED[0].upper() + ONE_SEED[1:] + "."
+    return (f"{seeds} fine-tune seeds: a row per seed, then the mean \u00b1 sample sd over seeds with the accuracy's "
+            "interval over seeds and problems.")

@@ -1,16 +1,6 @@
 """Wall-clock in the report: the speed stage's files (:mod:`sbd_core.pipeline.speed`, one per model and benchmark) as
-speedups with intervals over rounds, the A/A control as the machine's noise floor, and a rerun's comparison.
-
-Per summary row (the speed file's row of the same model, benchmark, objective, fine-tune seed, budget and sampler):
-
-* ``wall_speedup`` (``_lo``, ``_hi``): at the decode batch size, the median over rounds of the per-round paired ratio
-  ``reference time / row time`` (the reference: the NTP arm of the same seed and budget), with its order-statistic
-  interval over rounds (:mod:`sbd_core.rounds`); ``latency_speedup``: the same at batch 1; ``decode_speedup``: batch 1
-  with every decode's prefill subtracted (what eq. 16 models); ``wall_words`` / ``latency_words``: ``no measurable
-  difference`` where the interval includes 1, else faster / slower;
-* ``tokens_per_s``: the row's tokens on the subset / its median wall time at the decode batch size;
-* ``speed_level``, ``speed_rounds``, ``speed_problems``, ``speed_batch``: the intervals' coverage, the rounds, the
-  subset's size and the batch size.
+the summary's wall speedups with intervals over rounds, the Wall-clock section with the A/A control (the machine's
+noise floor), and a rerun's comparison. The columns and how they are measured: docs/speed.md.
 """
 
 from __future__ import annotations
@@ -22,30 +12,19 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import UserError
-from ..io_utils import read_json_object
+from ..records.speed import read_speed
 from ..rounds import NAN_INTERVAL, RoundInterval, interval_text, paired_ratio, ratio_words
+from .keys import RUN_KEY, is_baseline
+from .section import Context, Section, derived
 
-SPEED_KEYS = ["model", "benchmark", "objective", "train_seed", "train_steps", "sampler"]
 SPEED_COLUMNS = ["wall_speedup_lo", "wall_speedup_hi", "wall_words", "latency_speedup", "latency_speedup_lo",
                  "latency_speedup_hi", "latency_words", "decode_speedup", "decode_speedup_lo", "decode_speedup_hi",
                  "tokens_per_s", "speed_level", "speed_rounds", "speed_problems", "speed_batch"]
 
 
-class SpeedFileError(UserError):
-    """A speed file is unreadable or does not follow the ``sbd_speed`` format."""
-
-
 def load_speeds(paths) -> list[dict]:
-    """The speed stage's files, each checked for the fields the report reads."""
-    docs = []
-    for path in paths or ():
-        doc = read_json_object(path, "speed file", SpeedFileError)
-        if doc.get("kind") != "sbd_speed" or not isinstance(doc.get("rows"), list) or not isinstance(
-                doc.get("runs"), list):
-            raise SpeedFileError(f"speed file {path}: not a file of the speed stage (kind sbd_speed with rows and "
-                                 "runs)")
-        docs.append({**doc, "path": str(path)})
-    return docs
+    """The speed stage's files, each checked for the fields the report reads (:mod:`sbd_core.records.speed`)."""
+    return [read_speed(path) for path in paths or ()]
 
 
 def round_times(doc: dict, prefill: bool = False) -> dict[tuple[str, int], list[float]]:
@@ -81,7 +60,7 @@ def _median(values: list[float]) -> float:
 
 def speed_table(docs: list[dict], confidence: float = 0.95) -> pd.DataFrame:
     """One row per (speed file, row) with the columns of :data:`SPEED_COLUMNS` (and ``wall_speedup``), keyed by
-    :data:`SPEED_KEYS`; ``control``: the A/A row."""
+    :data:`.keys.RUN_KEY`; ``control``: the A/A row."""
     rows = []
     for doc in docs:
         speedups, all_batches = row_speedups(doc, confidence), batches(doc)
@@ -90,17 +69,21 @@ def speed_table(docs: list[dict], confidence: float = 0.95) -> pd.DataFrame:
             wall, latency = speedups[row["name"]]["wall"][big], speedups[row["name"]]["wall"][1]
             decode = speedups[row["name"]]["decode"][1]
             tokens = sum(p["num_tokens"] for p in row["problems"])
-            rows.append({"model": doc["model"], "benchmark": doc["benchmark"], "objective": row["objective"],
-                         "train_seed": row["train_seed"], "train_steps": row["train_steps"],
-                         "sampler": row["sampler"], "control": bool(row.get("control")), "name": row["name"],
+            rows.append({**run_of(doc, row), "control": bool(row.get("control")), "name": row["name"],
                          **_interval_columns("wall_speedup", wall), **_interval_columns("latency_speedup", latency),
                          **_interval_columns("decode_speedup", decode),
                          "wall_words": ratio_words(wall), "latency_words": ratio_words(latency),
                          "tokens_per_s": tokens / speedups[row["name"]]["seconds"][big],
                          "speed_level": wall.level, "speed_rounds": wall.rounds,
                          "speed_problems": len(doc.get("problem_ids", [])), "speed_batch": big})
-    columns = SPEED_KEYS + ["control", "name", "wall_speedup"] + SPEED_COLUMNS
+    columns = [*RUN_KEY, "control", "name", "wall_speedup", *SPEED_COLUMNS]
     return pd.DataFrame(rows, columns=columns)
+
+
+def run_of(doc: dict, row: dict) -> dict:
+    """The run (:data:`.keys.RUN_KEY`) a row of a speed file times: the file's model and benchmark, the row's arm and
+    sampler."""
+    return {k: doc[k] if k in ("model", "benchmark") else row[k] for k in RUN_KEY}
 
 
 def _interval_columns(name: str, interval: RoundInterval) -> dict:
@@ -114,7 +97,7 @@ def add_wall_columns(summary: pd.DataFrame, speeds: pd.DataFrame) -> pd.DataFram
     if speeds.empty:
         return out.assign(**{c: math.nan for c in ["wall_speedup", *SPEED_COLUMNS]})
     timed = speeds[~speeds["control"].astype(bool)].drop(columns=["control", "name"])
-    return out.merge(timed, on=SPEED_KEYS, how="left")
+    return out.merge(timed, on=list(RUN_KEY), how="left")
 
 
 def controls(speeds: pd.DataFrame) -> pd.DataFrame:
@@ -155,11 +138,35 @@ def wall_markdown(summary: pd.DataFrame, speeds: pd.DataFrame) -> str:
               "| model | benchmark | run | wall x, batch 1 | | wall x, decode batch | | tokens/s |",
               "|---|---|---|---|---|---|---|---|"]
     shown = summary.dropna(subset=["wall_speedup"])
-    shown = shown[~((shown["objective"] == "ntp") & (shown["sampler"] == "ntp"))]  # the reference: its A/A is above
+    shown = shown[~is_baseline(shown)]  # the reference: its A/A is above
     for r in shown.itertuples(index=False):
         lines.append(f"| {r.model} | {r.benchmark} | {r.label} | {_text(r, 'latency_speedup')} | {r.latency_words} | "
                      f"{_text(r, 'wall_speedup')} (batch {r.speed_batch}) | {r.wall_words} | {r.tokens_per_s:.0f} |")
     return "\n".join(lines) + "\n"
+
+
+@derived
+def speeds(ctx: Context) -> pd.DataFrame:
+    """The run's speed table (:func:`speed_table`)."""
+    return speed_table(list(ctx.speed_docs), ctx.stats.confidence)
+
+
+@derived
+def floor(ctx: Context) -> str:
+    """The A/A floor line (:func:`floor_line`) that every section showing wall speedups stands beside."""
+    return floor_line(speeds(ctx))
+
+
+class WallClock(Section):
+    """The summary's wall-clock columns and the Wall-clock section."""
+
+    column_names = ("wall_speedup", *SPEED_COLUMNS)
+
+    def columns(self, frame: pd.DataFrame, ctx: Context) -> pd.DataFrame:
+        return add_wall_columns(frame, speeds(ctx))
+
+    def markdown(self, ctx: Context) -> list[str]:
+        return [wall_markdown(ctx.summary, speeds(ctx))]
 
 
 # ----------------------------------------------------------------------------------------------------------------------

@@ -1,16 +1,7 @@
-"""Table 2 (likelihood tasks) from the likelihood stage's score files, beside the paper's printed Table 2.
-
-A row per (model, arm), a column per task (the registry's order, :data:`sbd_core.likelihood.TASKS`): the task's
-metric in percent with its Wilson interval over the questions, and for every arm but NTP the difference to the NTP arm
-of the same model (and fine-tune seed) on the same questions, with the report's one verdict procedure
-(:mod:`.verdicts`; Holm's correction over the table's comparisons). Questions of one family (the code questions of
-the embedded analogue) or one subject (MMLU's 57 subtasks) count through a design effect (:mod:`.stats`).
-``table2.csv`` holds the numbers (per task ``_pct``, ``_lo_pct``, ``_hi_pct``, ``_stderr_pts``: lm-eval's standard
-error, ``_delta_pts`` with ``_delta_lo_pts`` / ``_delta_hi_pts``, the raw and Holm-adjusted p values ``_diff_p``,
-``_equiv_p``, ``_diff_p_holm``, ``_equiv_p_holm``, the words ``_verdict``, and ``_n``), ``table2.md`` / ``table2.tex``
-the table and, below it, the paper's (``results/paper/table2.csv``: the paper, arXiv 2509.04185v1, Table 2, as
-printed). Everything is read from score files (their ``per_doc`` results).
-"""
+"""Table 2 (likelihood tasks) from the likelihood stage's score files, beside the paper's printed Table 2: a row per
+(model, arm), per task the accuracy with its interval and, against the NTP arm of the same model and seed, the one
+verdict procedure (:mod:`.stats.verdicts`). The files and columns: docs/likelihood.md and docs/statistics.md
+(Table 2)."""
 
 from __future__ import annotations
 
@@ -24,13 +15,17 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from ..likelihood import PAPER_TASKS, TASKS
 from ..settings import StatsSettings
 from . import DEFAULT_PAPER_TABLE
-from .intervals import Problems
+from .keys import NTP
+from .outputs import TABLE2
+from .render import DASH, csv_bytes, number, to_latex, to_markdown
 from .scores import ScoreFileError
-from .stats import design_effect, wilson_interval
-from .tables import DASH, to_latex, to_markdown
-from .verdicts import PairedTable, holm, paired_comparison, verdict, verdict_cell
+from .section import Context, Section, derived
+from .stats.estimates import design_effect, wilson_interval
+from .stats.intervals import Problems
+from .stats.verdicts import PairedTable, holm, paired_comparison, verdict, verdict_cell
 
 __all__ = ["DEFAULT_PAPER_TABLE2", "load_likelihood_scores", "table2", "table2_display", "load_paper_table2",
            "paper_table2_display", "build_table2"]
@@ -108,8 +103,6 @@ def _questions(path: Path, data: dict) -> Problems:
 
 
 def _task_order(names) -> list[str]:
-    from ..likelihood import TASKS
-
     return [t for t in TASKS if t in set(names)] + sorted(set(names) - set(TASKS))
 
 
@@ -129,7 +122,7 @@ def _split_arm(arm: str) -> tuple[str, int]:
 
 def _ntp_arm(arm: str) -> str:
     objective, seed = _split_arm(arm)
-    return "ntp" + (f"-s{seed}" if seed else "")
+    return NTP + (f"-s{seed}" if seed else "")
 
 
 def table2(scores: pd.DataFrame, settings: StatsSettings = StatsSettings()) -> pd.DataFrame:
@@ -200,7 +193,8 @@ def table2_display(scores: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
         row = {"Model": rec["model"], "Arm": rec["objective"]}
         for task in _task_order(scores["task"].unique()):
             pct = rec[f"{task}_pct"]
-            text = DASH if pd.isna(pct) else f"{pct:.1f} [{rec[f'{task}_lo_pct']:.1f}, {rec[f'{task}_hi_pct']:.1f}]"
+            text = number(pct, ".1f", suffix=f" [{rec[f'{task}_lo_pct']:.1f}, {rec[f'{task}_hi_pct']:.1f}]",
+                          missing=DASH)
             if not pd.isna(rec[f"{task}_delta_pts"]):
                 text += "; " + verdict_cell(*(rec[f"{task}_{k}"] / 100 for k in ("delta_pts", "delta_lo_pts",
                                                                                   "delta_hi_pts")),
@@ -214,8 +208,6 @@ def table2_display(scores: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
 def load_paper_table2(path: str | os.PathLike = DEFAULT_PAPER_TABLE2) -> pd.DataFrame:
     """The paper's Table 2 as shipped ('#' lines skipped): row, objective, then per task its value and printed
     difference."""
-    from ..likelihood import PAPER_TASKS
-
     df = pd.read_csv(path, comment="#")
     expected = ["row", "objective"] + [f"{t}{s}" for t in PAPER_TASKS for s in ("", "_delta_pts")]
     missing = [c for c in expected if c not in df.columns]
@@ -226,8 +218,6 @@ def load_paper_table2(path: str | os.PathLike = DEFAULT_PAPER_TABLE2) -> pd.Data
 
 def paper_table2_display(paper: pd.DataFrame) -> pd.DataFrame:
     """The paper's table as printed: 'value (difference)'."""
-    from ..likelihood import PAPER_TASKS, TASKS
-
     rows = []
     for rec in paper.to_dict("records"):
         row = {"Model (3B, 1T tokens)": rec["row"]}
@@ -260,6 +250,20 @@ def build_table2(paths: Iterable, paper_table: str | os.PathLike | None = DEFAUL
     tests = int(sum(table[c].notna().sum() for c in table.columns if c.endswith("_diff_p")))
     note = NOTE.format(level=f"{100 * stats.confidence:g}%", margins=", ".join(margins), tests=tests)
     section = "\n".join(["## Table 2 layout: likelihood tasks\n", note + "\n", md[0], paper_md])
-    files = {"table2.csv": table.to_csv(index=False).encode(), "table2.md": "\n".join(md).encode(),
-             "table2.tex": "\n".join(tex).encode()}
+    files = dict(zip(TABLE2, (csv_bytes(table), "\n".join(md).encode(), "\n".join(tex).encode())))
     return files, section
+
+
+@derived
+def _table2(ctx: Context) -> tuple[dict[str, bytes], str]:
+    return build_table2(ctx.likelihood_paths, stats=ctx.stats)
+
+
+class Table2(Section):
+    """``table2.{csv,md,tex}`` and the Table 2 section (none without likelihood score files)."""
+
+    def files(self, ctx: Context) -> dict[str, bytes]:
+        return _table2(ctx)[0] if ctx.likelihood_paths else {}
+
+    def markdown(self, ctx: Context) -> list[str]:
+        return [_table2(ctx)[1]] if ctx.likelihood_paths else []

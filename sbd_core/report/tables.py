@@ -1,34 +1,25 @@
-"""Tables: the Table-1 style view of a summary, the paper's Table 1, and markdown / LaTeX rendering."""
+"""Table 1: the Table-1 style view of a summary (each model's final budget), its cells, and the order of its rows and
+columns (the registries' order of solver families and benchmarks)."""
 
 from __future__ import annotations
 
 import functools
 import math
-import os
-from pathlib import Path
 
 import pandas as pd
 
-from ..errors import UserError
-from . import DEFAULT_PAPER_TABLE
+from ..benchmarks import BENCHMARKS
+from ..samplers import describe_samplers, sampler_spec
+from ..solver_rules import PROXIES
+from .keys import NTP
+from .render import DASH, number
 from .seeds import SEED_MEAN, final_budget, seed_cell, seed_means
-
-#: Shown in tables where no value exists (the paper prints an en dash).
-DASH = "\u2013"
-#: Paper Table 1 benchmark columns: (csv prefix, display name).
-PAPER_BENCHMARKS = [
-    ("math500", "MATH500"), ("aime25", "AIME25"), ("lcbv6", "LCB v6"),
-    ("gsm8k", "GSM8K"), ("humaneval_plus", "HE+"), ("mbpp", "MBPP"),
-]
 
 
 @functools.lru_cache(maxsize=1)
 def family_order() -> tuple[str, ...]:
     """Solver families in the sampler registry's order (NTP first, EB by proxy, the peers last); tables and legends
     follow it."""
-    from ..samplers import describe_samplers, sampler_spec
-    from ..solver_rules import PROXIES
-
     specs = [sampler_spec(name, **({"proxy": proxy} if proxy else {}))
              for name in describe_samplers() for proxy in (PROXIES if name == "eb" else (None,))]
     return tuple(dict.fromkeys(spec["family"] for spec in specs))
@@ -36,8 +27,6 @@ def family_order() -> tuple[str, ...]:
 
 def benchmark_order(names) -> list[str]:
     """Benchmarks in the registry's order (the paper's columns first); unknown names after, alphabetically."""
-    from ..benchmarks import BENCHMARKS
-
     known = [b for b in BENCHMARKS if b in set(names)]
     return known + sorted(set(names) - set(known))
 
@@ -48,7 +37,7 @@ def benchmark_order(names) -> list[str]:
 
 
 def _speedup_text(value: float, ci: tuple[float, float] | None = None) -> str:
-    return "n/a" if pd.isna(value) else f"{value:.2f}x{_ci_text(ci, 1.0)}"
+    return number(value, ".2f", suffix=f"x{_ci_text(ci, 1.0)}", missing="n/a")
 
 
 def _ci_text(ci: tuple[float, float] | None, scale: float) -> str:
@@ -79,16 +68,16 @@ def interval_cell(rec) -> str:
                        wall_ci=(rec["wall_speedup_lo"], rec["wall_speedup_hi"]))
 
 
-def _family_rank(family: str) -> tuple:
+def family_rank(family: str) -> tuple:
     """Sort key placing known families in registry order, unknown ones after, alphabetically."""
     order = family_order()
     return (order.index(family), "") if family in order else (len(order), family)
 
 
-def _arm_rank(objective: str, sampler: str) -> tuple:
+def arm_rank(objective: str, sampler: str) -> tuple:
     """NTP arm first (its peers follow by family), then each other arm's NTP decoding, then its block samplers (arms
     in their config order)."""
-    return (0, "", 0) if objective == "ntp" else (1, objective, 0 if sampler == "ntp" else 1)
+    return (0, "", 0) if objective == NTP else (1, objective, 0 if sampler == NTP else 1)
 
 
 def _mean(values: pd.Series) -> float:
@@ -123,8 +112,8 @@ def table1(summary: pd.DataFrame) -> pd.DataFrame:
                + ["mean NFE speedup"] + benchmarks)
     table = pd.DataFrame(rows)
     order = sorted(range(len(table)), key=lambda i: (
-        table.at[i, "model"], _arm_rank(table.at[i, "objective"], table.at[i, "sampler"]),
-        _family_rank(table.at[i, "family"]), _nan_last(table.at[i, "_sort_speedup"]), table.at[i, "sampler"],
+        table.at[i, "model"], arm_rank(table.at[i, "objective"], table.at[i, "sampler"]),
+        family_rank(table.at[i, "family"]), _nan_last(table.at[i, "_sort_speedup"]), table.at[i, "sampler"],
         _seed_rank(table.at[i, "seed"])))
     return table.iloc[order][columns].reset_index(drop=True)
 
@@ -148,106 +137,8 @@ def _nan_last(value: float) -> float:
     return math.inf if value is None or math.isnan(value) else value
 
 
-def _table1_display(table: pd.DataFrame) -> pd.DataFrame:
+def table1_display(table: pd.DataFrame) -> pd.DataFrame:
     """Format the mean speedup column as text ('2.34x') for the md/tex renderings."""
     disp = table.copy()
-    disp["mean NFE speedup"] = [DASH if math.isnan(v) else f"{v:.2f}x" for v in table["mean NFE speedup"]]
+    disp["mean NFE speedup"] = [number(v, ".2f", suffix="x", missing=DASH) for v in table["mean NFE speedup"]]
     return disp.astype(str)
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Paper table
-# ----------------------------------------------------------------------------------------------------------------------
-
-
-def load_paper_table(path: str | os.PathLike = DEFAULT_PAPER_TABLE) -> pd.DataFrame:
-    """Load the paper's Table 1 CSV ('#' comment lines skipped; empty cells become NaN)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"paper table not found: {path}")
-    try:
-        df = pd.read_csv(path, comment="#")
-    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
-        raise UserError(f"paper table {path}: not a CSV table ({' '.join(str(err).split())})") from None
-    expected = ["base", "training", "loss", "sampling", "mean_speedup"]
-    expected += [f"{b}_{kind}" for b, _ in PAPER_BENCHMARKS for kind in ("accuracy_pct", "speedup")]
-    missing = [c for c in expected if c not in df.columns]
-    if missing:
-        raise UserError(f"paper table {path}: missing column(s) {missing}; expected the columns of "
-                        f"{DEFAULT_PAPER_TABLE.name} (the paper's Table 1)")
-    return df
-
-
-def paper_table_display(paper: pd.DataFrame) -> pd.DataFrame:
-    """Render the paper table as printed: 'acc (speedup x)' cells, accuracy alone where no speedup, DASH when empty."""
-    rows = []
-    for _, rec in paper.iterrows():
-        row = {
-            "Base": rec["base"],
-            "Training": _text_or_dash(rec["training"]),
-            "Loss": _text_or_dash(rec["loss"]),
-            "Sampling": str(rec["sampling"]).replace("gamma_", "\u03b3_"),
-            "Speedup": _paper_speedup(rec["mean_speedup"]),
-        }
-        for prefix, name in PAPER_BENCHMARKS:
-            acc, spd = rec[f"{prefix}_accuracy_pct"], rec[f"{prefix}_speedup"]
-            if pd.isna(acc):
-                row[name] = DASH
-            elif pd.isna(spd):
-                row[name] = f"{acc:.1f}"
-            else:
-                row[name] = f"{acc:.1f} ({spd:.2f}x)"
-        rows.append(row)
-    return pd.DataFrame(rows).astype(str)
-
-
-def _paper_speedup(value) -> str:
-    """Paper 'Speedup' column text: '1x' for baselines, one decimal otherwise ('3.4x'), DASH when empty."""
-    if pd.isna(value):
-        return DASH
-    return "1x" if value == 1.0 else f"{value:.1f}x"
-
-
-def _text_or_dash(value) -> str:
-    """String value, or DASH for NaN/empty."""
-    return DASH if pd.isna(value) or str(value).strip() == "" else str(value)
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Rendering
-# ----------------------------------------------------------------------------------------------------------------------
-
-
-def to_markdown(df: pd.DataFrame) -> str:
-    """Render a DataFrame as a GitHub-flavoured markdown table (no index; '|' escaped)."""
-    def cell(v) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(cell(c) for c in df.columns) + " |", "|" + "---|" * len(df.columns)]
-    lines += ["| " + " | ".join(cell(v) for v in rec) + " |" for rec in df.itertuples(index=False)]
-    return "\n".join(lines) + "\n"
-
-
-_LATEX_ESCAPES = {
-    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", DASH: "--", "\u03b3": r"$\gamma$",
-}
-
-
-def latex_escape(text: str) -> str:
-    """Escape LaTeX special characters (and map the en dash / gamma to LaTeX)."""
-    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in str(text))
-
-
-def to_latex(df: pd.DataFrame, caption: str | None = None) -> str:
-    """Render a DataFrame as a plain LaTeX tabular (no booktabs), all cells escaped."""
-    spec = "l" * len(df.columns)
-    lines = []
-    if caption:
-        lines.append(f"% {latex_escape(caption)}")
-    lines += [f"\\begin{{tabular}}{{{spec}}}", "\\hline"]
-    lines.append(" & ".join(latex_escape(c) for c in df.columns) + r" \\")
-    lines.append("\\hline")
-    lines += [" & ".join(latex_escape(v) for v in rec) + r" \\" for rec in df.itertuples(index=False)]
-    lines += ["\\hline", "\\end{tabular}"]
-    return "\n".join(lines) + "\n"

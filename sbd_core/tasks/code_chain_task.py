@@ -21,10 +21,10 @@ import itertools
 
 import numpy as np
 
-from .code_task import Family, FamilyTable, _r
+from .code_task import Family, FamilyTable
 
-_MULTIPLIERS = _r(2, 7)   # times, modulo, floor-division constants
-_ADDENDS = _r(1, 15)      # plus, minus, subtracted-from constants
+_MULTIPLIERS = tuple(range(2, 8))   # times, modulo, floor-division constants: 2-7
+_ADDENDS = tuple(range(1, 16))      # plus, minus, subtracted-from constants: 1-15
 
 # integer step: name -> (docstring words, operator, constants, additive); "from" puts its constant on the left
 _STEPS = {
@@ -54,8 +54,8 @@ def _chain_family(steps: tuple[str, ...]) -> Family:
 
 
 _FILTERS = {  # name -> (docstring words, condition, constants)
-    "gt": ("the elements greater than {f}", "v > {f}", _r(0, 30)),
-    "lt": ("the elements less than {f}", "v < {f}", _r(0, 30)),
+    "gt": ("the elements greater than {f}", "v > {f}", tuple(range(31))),
+    "lt": ("the elements less than {f}", "v < {f}", tuple(range(31))),
     "even": ("the even elements", "v % 2 == 0", None),
     "odd": ("the odd elements", "v % 2 == 1", None),
 }

@@ -10,10 +10,11 @@ from sbd_core.benchmarks import get_benchmark
 from sbd_core.decode_config import DecodeConfig
 from sbd_core.launch import LaunchSettings
 from sbd_core.pipeline.arms import ARM_KEYS, plan_arms, trained_arms, trainer_spec
+from sbd_core.pipeline import plan
 from sbd_core.pipeline.plan import check_layout, train_config
-from sbd_core.report import FIGURE1_BENCHMARK, figure1_stem
-from sbd_core.report.plan import planned_figures
-from sbd_core.samplers import NTP, PEER_MODE, expand_samplers
+from sbd_core.report.outputs import (TABLE2, FIGURE1_BENCHMARK, figure1_stem, figure_files, planned_figures,
+                                     report_files, speedup_stem)
+from sbd_core.samplers import NTP, Sampler, expand_samplers
 from sbd_core.settings import RuntimeSettings, SpeedSettings, StatsSettings, TimingSettings, from_section
 from sbd_core.training_data import MixSpec, get_source
 
@@ -44,7 +45,7 @@ ARMS = _checked(plan_arms, config["finetune"])
 TRAINED = trained_arms(ARMS)
 EVAL_STEPS = sorted({arm.step for arm in ARMS.values() if arm.step is not None})
 SAMPLERS = _checked(expand_samplers, config["decode"]["samplers"])
-PEERS = [tag for tag, spec in SAMPLERS.items() if spec["mode"] == PEER_MODE]  # training-free: the NTP arm's only
+PEERS = [tag for tag, spec in SAMPLERS.items() if Sampler.from_dict(spec).is_peer]  # training-free: the NTP arm's only
 if NTP not in SAMPLERS:
     raise WorkflowError(
         "config error: decode.samplers must include {solver: ntp} (the NTP baseline every speedup is measured against)"
@@ -175,44 +176,24 @@ if UNSET_CLUSTER_SETTINGS:
 
 
 def samplers_of(objective):
-    """The samplers an arm is decoded with: the NTP arm with NTP decoding and the training-free peers (generate on the
-    NTP model); every other arm with NTP decoding and every block solver, never a peer; decode.restrict names a
-    sublist instead (the NTP arm's keeps ntp, its baseline)."""
-    own = [t for t in SAMPLERS if t == NTP or (t in PEERS) == (objective == "ntp")]
-    chosen = config["decode"].get("restrict", {}).get(objective, own)
-    unknown = sorted(set(chosen) - set(SAMPLERS))
-    if unknown:
-        raise WorkflowError(f"config error: decode.restrict.{objective} names {unknown}, not among decode.samplers "
-                            f"({sorted(SAMPLERS)})")
-    foreign = sorted(set(chosen) - set(own))
-    if foreign:
-        raise WorkflowError(f"config error: decode.restrict.{objective} names {foreign}: the peers ({PEERS}) decode the "
-                            "NTP arm only, the block solvers every other arm")
-    if objective == "ntp" and NTP not in chosen:
-        raise WorkflowError("config error: decode.restrict.ntp must include ntp (the baseline every speedup is measured "
-                            "against)")
-    return chosen
+    """The samplers an arm is decoded with (sbd_core.pipeline.plan.samplers_of; decode.restrict checked there)."""
+    return _checked(plan.samplers_of, objective, list(SAMPLERS), PEERS, config["decode"].get("restrict", {}))
 
 
 def runs():
     """(model, arm, sampler) of every decode run."""
-    return [(m, name, s) for m in MODELS for name, arm in ARMS.items() for s in samplers_of(arm.objective)]
+    return plan.runs(MODELS, ARMS, samplers_of)
 
 
 def speed_rows(wildcards):
-    """The decode runs one speed job times (sbd_core.pipeline.speed): every (arm, sampler) of the model, with its
-    model, identity and generations on the benchmark."""
-    return [{"arm": a, "model": f"{RUN}/models/{m}/{a}", "objective": ARMS[a].objective, "train_seed": ARMS[a].seed,
-             "train_steps": ARMS[a].train_steps(config["finetune"]["max_steps"]), "sampler": s,
-             "sampler_spec": SAMPLERS[s], "generations": f"{RUN}/generations/{m}/{a}/{s}/{wildcards.benchmark}.jsonl"}
-            for m, a, s in runs() if m == wildcards.model]
+    """The decode runs one speed job times (sbd_core.pipeline.plan.speed_rows)."""
+    return plan.speed_rows(RUN, wildcards.model, wildcards.benchmark, runs(), ARMS, SAMPLERS,
+                           config["finetune"]["max_steps"])
 
 
 def score_names(wildcards):
-    """What a score file says about its run: model, objective, fine-tune seed, training steps and sampler."""
-    arm = ARMS[wildcards.arm]
-    return {"model": wildcards.model, "objective": arm.objective, "sampler": wildcards.sampler,
-            "train_seed": arm.seed, "train_steps": arm.train_steps(config["finetune"]["max_steps"])}
+    """What a score file says about its run (sbd_core.pipeline.plan.run_names)."""
+    return plan.run_names(wildcards.model, ARMS[wildcards.arm], wildcards.sampler, config["finetune"]["max_steps"])
 
 
 SCORE_FILES = [f"{RUN}/scores/{m}/{a}/{s}/{b}.json" for m, a, s in runs() for b in BENCHMARKS]
@@ -226,15 +207,12 @@ TIMING_FILES = [f"{RUN}/timing/{m}.json" for m in MODELS] if TIMING.enabled else
 SPEED = _checked(from_section, SpeedSettings, config.get("speed"), "speed")
 SPEED_FILES = [f"{RUN}/speed/{m}/{b}.json" for m in MODELS for b in BENCHMARKS] if SPEED.enabled else []
 REPORT_DIR = f"{RUN}/report"
-REPORT_TABLES = ["summary.csv", "table1.csv", "table1.md", "table1.tex", "report.md", "provenance.json"]
 # the paper's Figure 1, one per model, when its benchmark (LiveCodeBench) is run
-FIGURE1_FILES = [f"{REPORT_DIR}/{figure1_stem(m)}.{ext}" for m in MODELS for ext in ("png", "pdf")
+FIGURE1_FILES = [f"{REPORT_DIR}/{name}" for m in MODELS for name in figure_files(figure1_stem(m))
                  if FIGURE1_BENCHMARK in BENCHMARKS]
 # Figures 5, 12, 13: those whose solver families the SBD arm is decoded with (the report draws the same ones)
 PAPER_FIGURES = planned_figures(SAMPLERS[s]["family"] for s in samplers_of("sbd")) if "sbd" in OBJECTIVES else []
-REPORT_FILES = [f"{REPORT_DIR}/{name}" for name in REPORT_TABLES] + [
-    f"{REPORT_DIR}/speedup_{b}.{ext}" for b in BENCHMARKS for ext in ("png", "pdf")
-] + FIGURE1_FILES + [f"{REPORT_DIR}/{stem}.{ext}" for stem in PAPER_FIGURES for ext in ("png", "pdf")]
+REPORT_FILES = [f"{REPORT_DIR}/{name}" for name in report_files(MODELS, BENCHMARKS, PAPER_FIGURES)]
 
 
 wildcard_constraints:

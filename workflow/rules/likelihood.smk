@@ -7,7 +7,7 @@ LIKELIHOOD_TASKS = _checked(planned_tasks, config.get("likelihood"))
 LIKELIHOOD_FILES = [
     f"{RUN}/likelihood/{m}/{a}/{t}.json" for m in MODELS for a in TRAINED for t in LIKELIHOOD_TASKS
 ]
-TABLE2_FILES = [f"{REPORT_DIR}/table2.{ext}" for ext in ("csv", "md", "tex")] if LIKELIHOOD_FILES else []
+TABLE2_FILES = [f"{REPORT_DIR}/{name}" for name in TABLE2] if LIKELIHOOD_FILES else []
 # On the CPU a scoring job takes one core (it is not timed), so it runs beside a fine-tune instead of waiting for a
 # machine of its own; on GPUs it has a device of its own.
 LIKELIHOOD_THREADS = 1 if RUNTIME.gpus == 0 else RUNTIME.threads

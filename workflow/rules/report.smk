@@ -11,8 +11,9 @@ rule report:
         f"{REPORT_DIR}/table1.tex",
         f"{REPORT_DIR}/report.md",
         f"{REPORT_DIR}/provenance.json",
-        [report(f"{REPORT_DIR}/speedup_{b}.png", category="Figures", caption="../report/speedup.rst") for b in BENCHMARKS],
-        [f"{REPORT_DIR}/speedup_{b}.pdf" for b in BENCHMARKS],
+        [report(f"{REPORT_DIR}/{speedup_stem(b)}.png", category="Figures", caption="../report/speedup.rst")
+         for b in BENCHMARKS],
+        [f"{REPORT_DIR}/{speedup_stem(b)}.pdf" for b in BENCHMARKS],
         [report(f, category="Figures", caption="../report/figure1.rst") if f.endswith(".png") else f
          for f in FIGURE1_FILES],
         [
