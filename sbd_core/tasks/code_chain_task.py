@@ -21,7 +21,7 @@ import itertools
 
 import numpy as np
 
-from .code_task import Family, FamilyTable
+from .code_task import Family, FamilyTable, prompt_text, target_text  # noqa: F401 (the same record fields)
 
 _MULTIPLIERS = tuple(range(2, 8))   # times, modulo, floor-division constants: 2-7
 _ADDENDS = tuple(range(1, 16))      # plus, minus, subtracted-from constants: 1-15
@@ -128,12 +128,3 @@ capacities = TABLE.capacities
 capacity = TABLE.capacity
 make_problems = TABLE.make_problems
 
-
-def prompt_text(problem: dict) -> str:
-    """What the decoder is given: the HumanEval prompt (signature + docstring)."""
-    return problem["prompt"]
-
-
-def target_text(problem: dict) -> str:
-    """What the model should produce after the prompt: the canonical body (4-space indent, final newline)."""
-    return problem["canonical_solution"]
