@@ -1,12 +1,13 @@
 """Synthetic HumanEval-style code problems with many families: chains of operations, in the evalplus schema.
 
 The ``code`` task has 32 families, too few for a family-clustered interval narrow enough to call two arms
-equivalent within 2 points. This task's 202 families are built from a small grammar (docs/tasks.md):
+equivalent within 2 points. This task's 952 families are built from a small grammar (docs/tasks.md):
 
-* 180 on an integer ``x``: a chain of two or three operations applied in order ("Return x plus 4, times 3, modulo
-  7."), each step one of times, plus, minus, modulo, floor-divided by, subtracted from, never the same step twice in
-  a row; the body is one expression with the parentheses the order needs (``return (x + 4) * 3 % 7``), so the
-  model must plan them from the whole docstring;
+* 930 on an integer ``x``: a chain of two, three or four operations applied in order ("Return x plus 4, times 3,
+  modulo 7."), each step one of times, plus, minus, modulo, floor-divided by, subtracted from, never the same step
+  twice in a row; the body is one expression with the parentheses the order needs (``return (x + 4) * 3 % 7``), so
+  the model must plan them from the whole docstring (a four-step chain opens up to three of them before ``x``, and a
+  "subtracted from" step puts its constant, read last, first);
 * 22 on a list ``xs``: a filter (greater than, less than, even, odd), an optional map (plus, times) and a reduction
   (sum, list, count): "Take the elements greater than 5, add 3 to each, and return their sum."
 
@@ -25,6 +26,10 @@ from .code_task import Family, FamilyTable, prompt_text, target_text  # noqa: F4
 
 _MULTIPLIERS = tuple(range(2, 8))   # times, modulo, floor-division constants: 2-7
 _ADDENDS = tuple(range(1, 16))      # plus, minus, subtracted-from constants: 1-15
+# a four-step chain's constants: 2-5 and 1-7, which keeps its 750 families' grid to 0.66 million tuples (with the
+# ranges above it would be 8.2 million, too many to hash at every start)
+_MULTIPLIERS_LONG, _ADDENDS_LONG = tuple(range(2, 6)), tuple(range(1, 8))
+CHAIN_LENGTHS = (2, 3, 4)
 
 # integer step: name -> (docstring words, operator, constants, additive); "from" puts its constant on the left
 _STEPS = {
@@ -44,6 +49,8 @@ def _chain_family(steps: tuple[str, ...]) -> Family:
     expr, additive, words, grid = "x", False, [], []
     for i, step in enumerate(steps, 1):
         text, op, values, step_additive = _STEPS[step]
+        if len(steps) == 4:
+            values = _ADDENDS_LONG if step_additive else _MULTIPLIERS_LONG
         const = "{c%d}" % i
         words.append(text.format(const))
         grid.append((f"c{i}", values))
@@ -84,7 +91,7 @@ def _list_family(filt: str, mapping: str, reduction: str) -> Family:
 
 def _families() -> tuple[Family, ...]:
     names = tuple(_STEPS)
-    chains = [c for n in (2, 3) for c in itertools.product(names, repeat=n)
+    chains = [c for n in CHAIN_LENGTHS for c in itertools.product(names, repeat=n)
               if all(a != b for a, b in zip(c, c[1:]))]
     lists = [(f, m, r) for f in _FILTERS for r in _REDUCTIONS for m in _MAPS
              if not (r == "count" and m) and (m or _FILTERS[f][2])]  # a family has a constant
@@ -120,7 +127,7 @@ def informative(fam: Family, combos: list[tuple]) -> list[bool]:
 
 
 FAMILIES: tuple[Family, ...] = _families()
-TABLE = FamilyTable(FAMILIES, "sbd-code-chain-v1", keep=informative)
+TABLE = FamilyTable(FAMILIES, "sbd-code-chain-v2", keep=informative)
 split_of = TABLE.split_of
 signature = TABLE.signature
 build_problem = TABLE.build_problem
