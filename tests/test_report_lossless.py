@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_report import score_dict
 
-from sbd_core.pipeline.evaluation import tokens_digest
+from sbd_core.records.score import tokens_digest
 from sbd_core.report import ScoreFileError, build_report, load_scores, summarize, table1
 from sbd_core.samplers import sampler_spec
 

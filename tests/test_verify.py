@@ -20,7 +20,7 @@ from sbd_core.decoding.factory import make_block_decoder
 from sbd_core.decoding.reference import BlockDecoder, ReferenceVerify
 from sbd_core.io_utils import read_jsonl
 from sbd_core.mask_token import setup_mask_token
-from sbd_core.pipeline.evaluation import tokens_digest
+from sbd_core.records.score import tokens_digest
 from sbd_core.decoding.factory import make_solver
 from sbd_core.samplers import sampler_spec
 from sbd_core.decoding.solvers import get_solver

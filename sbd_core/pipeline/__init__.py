@@ -21,13 +21,13 @@ from .plan import check_layout, train_config
 #: The stages that load torch, imported on first use (``pipeline.run_decode``, ``from sbd_core.pipeline import
 #: run_decode``), so that the workflow can import this package's torch-free parts (:mod:`.plan`, :mod:`.arms`) while
 #: Snakemake parses the rules: {name: the submodule that defines it}.
-_STAGES = {**dict.fromkeys(("cost_aggregates", "run_benchmark", "run_decode", "run_score", "score_generations"),
+_STAGES = {**dict.fromkeys(("run_benchmark", "run_decode", "run_score", "score_generations"),
                            "evaluation"),
            **dict.fromkeys(("LikelihoodDataError", "run_likelihood", "run_likelihood_data"), "likelihood"),
            **dict.fromkeys(("build_scratch_model", "run_base", "run_data", "run_finetune", "run_pack",
                             "synthetic_pairs"), "training")}
 
-__all__ = ["LikelihoodDataError", "build_scratch_model", "check_layout", "cost_aggregates", "run_base",
+__all__ = ["LikelihoodDataError", "build_scratch_model", "check_layout", "run_base",
            "run_benchmark", "run_data", "run_decode", "run_finetune", "run_likelihood", "run_likelihood_data",
            "run_pack", "run_report", "run_score", "score_generations", "synthetic_pairs", "train_config"]
 

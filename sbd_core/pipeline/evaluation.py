@@ -10,7 +10,7 @@ Files (one per line / object):
   training recipe and ``total_wall_time_s`` (this job's decode, model loading excluded: a record, not a measurement
   the report compares; wall-clock is the speed stage's, :mod:`.speed`); the format is
   :mod:`sbd_core.records.generations`'s;
-* score writes one JSON object: the benchmark's metrics, the NFE and token totals the report derives NFE speedups
+* score writes one JSON object (:mod:`sbd_core.records.score`'s format): the benchmark's metrics, the NFE and token totals the report derives NFE speedups
   from, the sampler spec, the recipe and the per-problem verdicts, each with its problem's ``nfe`` and ``num_tokens``
   (the report's intervals resample problems), the digest of its tokens (``tokens_sha``: the report checks verified runs
   against NTP mode with it) and a verified run's ``accepted`` / ``drafted`` lengths.
@@ -18,7 +18,6 @@ Files (one per line / object):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -30,8 +29,8 @@ from ..benchmarks import ID_KEY, add_special_tokens_for, get_benchmark
 from ..errors import UserError, user_input
 from ..io_utils import write_json_atomic
 from ..provenance import provenance
-from ..records.generations import (DECODE_KEYS, decode_settings, generation_record, read_records, record_blocks,
-                                  write_generations)
+from ..records.generations import decode_settings, generation_record, read_records, write_generations
+from ..records.score import add_decode_cost, write_score
 from ..settings import RuntimeSettings
 
 log = logging.getLogger("sbd_core")
@@ -123,31 +122,6 @@ def run_decode(model_dir: Path, benchmark: str, benchmark_settings: dict | None,
     log.info("decoded %d problems in %.1f s", len(records), elapsed)
 
 
-def cost_aggregates(records: list[dict]) -> dict:
-    """NFE and token totals of a generations file (speedups are relative, so the report derives them)."""
-    total_nfe = sum(r["nfe"] for r in records)
-    total_tokens = sum(r["num_tokens"] for r in records)
-    per_problem = [r["num_tokens"] / r["nfe"] for r in records if r["nfe"]]
-    return {"n_problems": len(records), "total_nfe": total_nfe, "total_tokens": total_tokens,
-            "mean_nfe": total_nfe / max(len(records), 1), "tokens_per_forward": total_tokens / max(total_nfe, 1),
-            "mean_tokens_per_forward": sum(per_problem) / max(len(per_problem), 1)}
-
-
-def tokens_digest(token_ids: list[int]) -> str:
-    """A short digest of a generation's tokens: two runs wrote the same tokens iff their digests are equal (up to a
-    collision of 64-bit hashes)."""
-    return hashlib.sha256(json.dumps(token_ids).encode()).hexdigest()[:16]
-
-
-def per_problem_costs(per_problem: dict, records: list[dict]) -> dict:
-    """Each problem's verdict with its generation's cost (``nfe``, ``num_tokens``), the digest of its tokens
-    (``tokens_sha``) and, from a verified run, its per-draft ``accepted`` and ``drafted`` lengths; by problem id."""
-    costs = {str(r["id"]): {**{key: r.get(key) for key in ("nfe", "num_tokens")},
-                            **({"tokens_sha": tokens_digest(r["token_ids"])} if "token_ids" in r else {}),
-                            **{key: r[key] for key in ("accepted", "drafted") if key in r}} for r in records}
-    return {pid: {**verdict, **costs.get(str(pid), {})} for pid, verdict in per_problem.items()}
-
-
 def score_generations(benchmark: str, generations: Path, data: Path | None = None, settings: dict | None = None,
                       work_dir: Path | None = None) -> dict:
     """The benchmark's verdict on a generations file (``{"id", "completion"}`` per line), plus what the decode stage
@@ -159,17 +133,7 @@ def score_generations(benchmark: str, generations: Path, data: Path | None = Non
     from ..benchmarks import score_generations as benchmark_verdict
 
     result = benchmark_verdict(benchmark, generations, data=data, settings=settings, work_dir=work_dir)
-    records = read_records(generations)
-    if records and all("nfe" in r for r in records):
-        result.update(cost_aggregates(records))
-        result["per_problem"] = per_problem_costs(result["per_problem"], records)
-    decoded = decode_settings(generations)
-    if decoded is not None:
-        result.update({key: decoded.get(key) for key in DECODE_KEYS})
-        if records and all("nfe" in r for r in records) and decoded.get("block_size"):
-            mode = decoded["sampler_spec"]["mode"]
-            result["total_blocks"] = sum(record_blocks(r, decoded["block_size"], mode) for r in records)
-    return result
+    return add_decode_cost(result, read_records(generations), decode_settings(generations))
 
 
 def run_score(benchmark: str, generations: Path, out_path: Path, data: Path | None = None,
@@ -184,7 +148,7 @@ def run_score(benchmark: str, generations: Path, out_path: Path, data: Path | No
         result["sidecars"] = {name: str(Path(out_path).with_name(f"{Path(out_path).stem}_{name}")) for name in sidecars}
         for name, content in sidecars.items():
             write_json_atomic(content, Path(result["sidecars"][name]))
-    write_json_atomic(result, out_path)
+    write_score(result, out_path)
     metrics = ", ".join(f"{k} {v:.4f}" for k, v in result["metrics"].items() if isinstance(v, float))
     print(f"{benchmark}: accuracy {result['accuracy']:.4f} on {result['n']} problems ({metrics})")
     return result

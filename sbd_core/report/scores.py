@@ -1,7 +1,7 @@
 """Score files: load and validate the score stage's JSON files, and summarize them (one row per run, speedups).
 
-The score file's keys and what the report reads from them: docs/pipeline.md (the score stage); the per-problem
-verdicts and costs are read by :mod:`.stats.intervals`.
+The score file's format and its reader: :mod:`sbd_core.records.score`; the per-problem verdicts and costs are read by
+:mod:`.stats.intervals`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from ..errors import UserError
-from ..io_utils import read_json_object
+from ..records.score import REQUIRED_KEYS, ScoreFileError, read_score  # noqa: F401 (the package exports them)
 from ..samplers import sampler_label
 from .keys import PAIR_KEY, RUN_KEY, is_baseline
 from .lossless import LOSSLESS_COLUMNS, acceptance, digests
@@ -23,9 +22,6 @@ from .stats.intervals import problems_of
 
 logger = logging.getLogger(__package__)  # "sbd_core.report": one logger for the whole package
 
-#: Keys every score file must have.
-REQUIRED_KEYS = ("model", "objective", "sampler", "benchmark", "accuracy", "n_problems", "total_nfe", "total_tokens",
-                 "mean_nfe", "tokens_per_forward", "sampler_spec")
 #: Identity of one score row (``train_seed``: the fine-tune seed, 0 when the file has none; ``train_steps``: the
 #: evaluated model's optimizer steps, 0 when the file does not say: older files, a model of unknown budget).
 KEY_COLUMNS = list(RUN_KEY)
@@ -44,49 +40,6 @@ SUMMARY_COLUMNS = [
 
 #: A reader's name for each fine-tuning arm (the ``label`` column: "<arm> / <sampler>").
 OBJECTIVE_LABELS = {"ntp": "NTP", "sbd": "SBD", "sbd_no_ntp_grad": "SBD without NTP gradient (ablation)"}
-
-
-class ScoreFileError(UserError):
-    """A score file is missing, unreadable or does not follow the score schema."""
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Loading
-# ----------------------------------------------------------------------------------------------------------------------
-
-
-def _read_score(path: Path) -> dict:
-    """Read and validate one score JSON file; raise ScoreFileError naming the file on any problem."""
-    data = read_json_object(path, "score file", ScoreFileError, unparsable="cannot parse JSON")
-    missing = [k for k in REQUIRED_KEYS if k not in data]
-    if missing:
-        raise ScoreFileError(f"score file {path}: missing required key(s) {missing} (is it a score of the DAG's "
-                             "score stage? a score of a bare generations file carries no decode cost)")
-    _validate_score(path, data)
-    return data
-
-
-def _validate_score(path: Path, data: dict) -> None:
-    """Check types and ranges of the fields the report relies on."""
-    for key in ("model", "objective", "sampler", "benchmark"):
-        if not isinstance(data[key], str) or not data[key]:
-            raise ScoreFileError(f"score file {path}: {key!r} must be a non-empty string")
-    acc = data["accuracy"]
-    if not isinstance(acc, (int, float)) or isinstance(acc, bool) or not 0.0 <= acc <= 1.0:
-        raise ScoreFileError(f"score file {path}: accuracy must be a fraction in [0, 1], got {acc!r}")
-    for key in ("total_nfe", "total_tokens", "n_problems", "mean_nfe", "tokens_per_forward"):
-        val = data[key]
-        if not isinstance(val, (int, float)) or isinstance(val, bool) or val < 0:
-            raise ScoreFileError(f"score file {path}: {key!r} must be a non-negative number, got {val!r}")
-    if data["total_nfe"] <= 0:
-        raise ScoreFileError(f"score file {path}: total_nfe must be positive, got {data['total_nfe']!r}")
-    for key, low in (("train_seed", 0), ("train_steps", 1)):
-        val = data.get(key)
-        if val is not None and (not isinstance(val, int) or isinstance(val, bool) or val < low):
-            raise ScoreFileError(f"score file {path}: {key!r} must be an integer >= {low}, got {val!r}")
-    spec = data["sampler_spec"]
-    if not isinstance(spec, dict) or not all(isinstance(spec.get(k), str) for k in ("solver", "family")):
-        raise ScoreFileError(f"score file {path}: 'sampler_spec' must be an object with string 'solver' and 'family'")
 
 
 def departures_text(recipe: dict | None) -> str:
@@ -137,7 +90,7 @@ def load_scores(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
     Raises ScoreFileError naming the file when one is unreadable or misses required keys, and when two files share
     the same (model, objective, sampler, benchmark).
     """
-    rows = [_score_row(Path(p), _read_score(Path(p))) for p in paths]
+    rows = [_score_row(Path(p), read_score(Path(p))) for p in paths]
     if not rows:
         raise ScoreFileError("no score files given")
     df = pd.DataFrame(rows)
