@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import bisect
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from pathlib import Path
 from typing import Callable
 
 from .errors import UserError
-from .records.timing import read_timing
+from .records.timing import TimingFile, read_timing
 
 logger = logging.getLogger(__name__)
 
@@ -257,22 +257,13 @@ def table4(time_fn: TimeFn, nfe_speedups, batches, kv_lens, block_sizes,
 
 
 @dataclass(frozen=True)
-class Timing:
-    """A validated time(k) file: its header and median seconds as ``grids[batch][width][kv_len]`` (width 1: the
-    ``ntp`` rows, wider: the ``block`` rows; ``forward`` rows where those are missing) and ``refeeds`` (the same for
-    the ``refeed`` rows); ``rounds``: each row's per-round seconds by ``(step, batch, width, kv_len)`` (files measured
-    in rounds, :mod:`sbd_core.timing`; empty for older ones)."""
+class Timing(TimingFile):
+    """A time(k) file (its header and rows: :class:`sbd_core.records.timing.TimingFile`) read for the roofline: median
+    seconds as ``grids[batch][width][kv_len]`` (width 1: the ``ntp`` rows, wider: the ``block`` rows; ``forward`` rows
+    where those are missing) and ``refeeds`` (the same for the ``refeed`` rows)."""
 
-    path: str
-    device: str
-    device_name: str
-    dtype: str
-    model: dict
-    warmup: int
-    repeats: int
-    grids: dict
+    grids: dict = field(default_factory=dict)
     refeeds: dict = field(default_factory=dict)
-    rounds: dict = field(default_factory=dict)
 
     @property
     def n_rounds(self) -> int:
@@ -287,7 +278,7 @@ class Timing:
             if index < len(values):
                 by_step.setdefault(step, {}).setdefault(batch, {}).setdefault(width, {})[kv_len] = values[index]
         grids, refeeds = _grids(by_step)
-        return replace(self, grids=grids, refeeds=refeeds, rounds={})
+        return replace(self, by_step=by_step, grids=grids, refeeds=refeeds, rounds={})
 
     def batches(self) -> list[int]:
         return sorted(self.grids)
@@ -308,8 +299,7 @@ def load_timing(path) -> Timing:
     """Read and validate a time(k) file (:func:`sbd_core.records.timing.read_timing`) as a :class:`Timing`."""
     file = read_timing(path)
     grids, refeeds = _grids(file.by_step)
-    return Timing(path=file.path, device=file.device, device_name=file.device_name, dtype=file.dtype, model=file.model,
-                  warmup=file.warmup, repeats=file.repeats, grids=grids, refeeds=refeeds, rounds=file.rounds)
+    return Timing(**{f.name: getattr(file, f.name) for f in fields(file)}, grids=grids, refeeds=refeeds)
 
 
 def _grids(by_step: dict) -> tuple[dict, dict]:

@@ -72,3 +72,37 @@ def test_no_import_circle(graph):
     for name in sorted(edges):
         visit(name)
     assert len(done) == len(edges) > 100
+
+
+def _longest_chain(edges: dict[str, set[str]]) -> list[str]:
+    """The longest import chain (modules, importer first) of an acyclic graph."""
+    memo: dict[str, list[str]] = {}
+
+    def chain(node, path=()):
+        if node in path:
+            raise AssertionError("import circle: " + " -> ".join(path[path.index(node):] + (node,)))
+        if node not in memo:
+            memo[node] = [node] + max((chain(t, path + (node,)) for t in sorted(edges.get(node, ())) if t in edges),
+                                      key=len, default=[])
+        return memo[node]
+    return max((chain(n) for n in sorted(edges)), key=len)
+
+
+def test_packages_form_layers(graph):
+    """Folded onto sbd_core's top-level modules and packages (``sbd_core.report.*`` -> ``sbd_core.report``), the
+    graph has no circle either: each package sits in a layer and imports only from layers below it."""
+    modules, imports = graph
+    top = {name: ".".join(name.split(".")[:2]) for name in modules}
+    edges: dict[str, set[str]] = {}
+    for name, (targets, _) in imports.items():
+        edges.setdefault(top[name], set()).update(top[t] for t in targets if top[t] != top[name])
+    longest = _longest_chain(edges)
+    assert longest[0] == "sbd_core.__main__" and len(longest) <= 10, longest
+
+
+def test_import_chains_are_shallower_than_before_the_redesign(graph):
+    """Issue 27: the longest chain of imports was 15 modules deep at 51c3cbb (counted this way: package
+    ``__init__`` modules are nodes, imports inside functions count); it must stay below that."""
+    _, imports = graph
+    longest = _longest_chain({name: targets for name, (targets, _) in imports.items()})
+    assert len(longest) < 15, " -> ".join(longest)

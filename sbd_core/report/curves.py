@@ -4,15 +4,14 @@ colour per training budget, drawn where the SBD arm was decoded with every solve
 
 from __future__ import annotations
 
-import io
 import textwrap
 
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .figures import FIG_DPI, MIN_SPAN
+from .figures import MIN_SPAN, figure_bytes
 from .keys import NTP, is_baseline
-from .outputs import FIGURE_FORMATS, FIGURES, figure_files, planned_figures
+from .outputs import FIGURES, figure_files, planned_figures
 from .render import figure_links
 from .section import Context, Section
 from .seeds import seed_means
@@ -67,12 +66,7 @@ def paper_figure(summary: pd.DataFrame, stem: str) -> dict[str, bytes]:
         legend.update(zip(*reversed(ax.get_legend_handles_labels())))
     if legend:
         fig.legend(list(legend.values()), list(legend), loc="outside right center", fontsize=8, frameon=False)
-    out = {}
-    for fmt in FIGURE_FORMATS:
-        buf = io.BytesIO()
-        fig.savefig(buf, format=fmt, dpi=FIG_DPI)
-        out[fmt] = buf.getvalue()
-    return out
+    return figure_bytes(fig)
 
 
 def _accuracy_span(ax, rows: pd.DataFrame) -> None:

@@ -41,6 +41,11 @@ def rendered(fig, ax, accuracy: pd.Series) -> dict[str, bytes]:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
+    return figure_bytes(fig)
+
+
+def figure_bytes(fig) -> dict[str, bytes]:
+    """The figure's file contents in each of FIGURE_FORMATS: ``{'png': ..., 'pdf': ...}``."""
     out = {}
     for fmt in FIGURE_FORMATS:
         buf = io.BytesIO()
