@@ -28,7 +28,9 @@ PREDICTION_COLUMNS = ["forwards_per_block", "predicted_speedup", "predicted_lo",
 
 def step_time(timing: roofline.Timing, mode: str, block_size: int, width: int, kv_len: int) -> float:
     """Seconds of one batch-1 forward feeding ``width`` tokens: the NTP step (NTP decoding), the re-feed step (SBD,
-    2k), or the block step."""
+    2k), or the block step. With a fixed block size only a block's first forward feeds 2k tokens (the re-feed rule,
+    docs/engine.md); under verify that same forward also checks the draft (docs/verify.md), priced here as the
+    re-feed, without the logits of the k drafted positions it adds."""
     refeed = mode == "sbd" and width == 2 * block_size and bool(timing.refeeds)
     return roofline.measured_time(timing, 1, width, kv_len, refeed=refeed)
 
