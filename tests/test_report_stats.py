@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from test_report import score_dict
 
 from sbd_core.report import ScoreFileError, build_report, load_scores, png_size, summarize, table1
-from sbd_core.report.curves import _panel
+from sbd_core.report.curves import _curves, _panel
 from sbd_core.report.outputs import planned_figures
 from sbd_core.report.differences import differences
 from sbd_core.report.seeds import seed_means
@@ -120,6 +120,28 @@ def test_table1_shows_the_final_budget_and_figure5_every_budget(tmp_path):
     curve = lines["50 steps: SBD, eb-entropy"]
     assert list(curve.get_xdata()) == [3.0, 5.0] and list(curve.get_ydata()) == [40.0, 20.0]  # sorted by mean NFE
     assert list(lines["100 steps (final): NTP (AR)"].get_xdata()) == [20.0]
+
+
+def test_training_curve_draws_both_arms_against_steps(tmp_path):
+    paths = one_seed(tmp_path, steps=100) + one_seed(tmp_path, steps=50, sbd=[1] * 2 + [0] * 8)
+    files = build_report(paths, paper_table=None)
+    assert png_size(files["training_curve.png"])[0] > 0 and files["training_curve.pdf"].startswith(b"%PDF")
+    assert "![training_curve](training_curve.png)" in files["report.md"].decode()
+    accuracy_ax, speedup_ax = Figure().add_subplot(), Figure().add_subplot()
+    _curves(accuracy_ax, speedup_ax, seed_means(summarize(load_scores(paths))))
+
+    def curves(ax):
+        handles, labels = ax.get_legend_handles_labels()
+        return {label: (list(h.lines[0].get_xdata()), list(h.lines[0].get_ydata())) for h, label in
+                zip(handles, labels)}
+    assert curves(accuracy_ax) == {"NTP arm": ([50, 100], [90.0, 90.0]), "SBD / NTP mode": ([50, 100], [90.0, 90.0]),
+                                   "SBD / EB \u03b3=0.1": ([50, 100], [20.0, 50.0])}
+    assert curves(speedup_ax) == {"SBD / EB \u03b3=0.1": ([50, 100], [4.0, 4.0])}  # 20 forwards a problem against 5
+    (tmp_path / "one").mkdir()
+    one_budget = build_report(one_seed(tmp_path / "one"), paper_table=None)
+    assert "training_curve.png" not in one_budget and "Training curve" not in one_budget["report.md"].decode()
+    assert planned_figures({"eb-entropy", "ntp"}, budgets=2) == ["figure5", "training_curve"]
+    assert planned_figures({"ntp"}, budgets=3) == []  # NTP mode alone: no block sampler to follow
 
 
 def test_figures_12_and_13_compare_eb_proxies_with_the_factor_rule(tmp_path):

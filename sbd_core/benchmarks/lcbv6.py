@@ -296,7 +296,6 @@ def _window_label(settings: LiveCodeBenchSettings) -> str:
     if not settings.start_date and not settings.end_date:
         return settings.release
     return f"{settings.release} {settings.start_date or ''}..{settings.end_date or ''}"
-    return settings.release + bounds
 
 
 def _kind_rates(problems: list[dict], graded: Mapping[str, list[bool]]) -> dict[str, float]:

@@ -1,6 +1,7 @@
 """The paper's Figures 5, 12 and 13: accuracy against mean NFE per problem, one panel per task (a row per model), one
 colour per training budget, drawn where the SBD arm was decoded with every solver family a figure needs
-(:func:`.outputs.planned_figures`). What each shows: docs/figures.md."""
+(:func:`.outputs.planned_figures`); and the training curve: both arms' accuracy and the SBD arm's NFE speedup against
+fine-tune steps, with intervals. What each shows: docs/figures.md."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import textwrap
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .figures import MIN_SPAN, figure_bytes
+from .figures import FIG_DPI, MIN_SPAN, figure_bytes
 from .keys import NTP, is_baseline
-from .outputs import FIGURES, figure_files, planned_figures
+from .outputs import FIGURES, TRAINING_CURVE, figure_files, planned_figures
 from .render import figure_links
 from .section import Context, Section
 from .seeds import seed_means
@@ -96,16 +97,101 @@ def _panel(ax, rows: pd.DataFrame, families: tuple[str, ...]) -> None:
                     color=colour, markeredgecolor="black", label=f"{label}: NTP (AR)")
 
 
+def training_curve(summary: pd.DataFrame) -> dict[str, bytes]:
+    """Draw the training curve: per task (a column; two rows per model) the accuracy of the NTP arm, the SBD arm in NTP
+    mode and each of its block samplers against fine-tune steps, with their intervals (filled markers: equivalent to
+    the NTP arm of the same budget), and below it the block samplers' NFE speedup with its interval."""
+    means = seed_means(summary)
+    models = sorted(means["model"].unique())
+    benchmarks = benchmark_order(means["benchmark"].unique())
+    fig = Figure(figsize=(PANEL_IN[0] * len(benchmarks) + LEGEND_IN, 2 * PANEL_IN[1] * len(models) + 0.5),
+                 dpi=FIG_DPI, layout="constrained")
+    axes = fig.subplots(2 * len(models), len(benchmarks), squeeze=False)
+    for r, model in enumerate(models):
+        for c, bench in enumerate(benchmarks):
+            rows = means[(means["model"] == model) & (means["benchmark"] == bench)]
+            accuracy_ax, speedup_ax = axes[2 * r][c], axes[2 * r + 1][c]
+            _curves(accuracy_ax, speedup_ax, rows)
+            _accuracy_span(accuracy_ax, rows)
+            accuracy_ax.set_title(bench if len(models) == 1 else f"{model}: {bench}", fontsize=10)
+            accuracy_ax.set_ylabel("accuracy (%)")
+            speedup_ax.set_ylabel("NFE speedup (x)")
+            speedup_ax.set_xlabel("fine-tune steps")
+            for ax in (accuracy_ax, speedup_ax):
+                ax.grid(True, alpha=0.3)
+    seeds = int(means["n_seeds"].max()) if len(means) else 1
+    title = "Accuracy and NFE speedup against fine-tune steps" + (
+        f" (mean over {seeds} fine-tune seeds)" if seeds > 1 else "")
+    fig.suptitle(title, fontsize=10)
+    legend = {}
+    for ax in axes.flat:
+        legend.update(zip(*reversed(ax.get_legend_handles_labels())))
+    if legend:
+        fig.legend(list(legend.values()), list(legend), loc="outside right center", fontsize=8, frameon=False)
+    return figure_bytes(fig)
+
+
+def _curves(accuracy_ax, speedup_ax, rows: pd.DataFrame) -> None:
+    """One task's curves: a line per run (the NTP arm; the SBD arm per sampler) over its budgets, sorted by steps."""
+    several = int(rows["n_seeds"].max()) > 1 if len(rows) else False
+    lo, hi, words = (("seeds_accuracy_lo", "seeds_accuracy_hi", "seeds_accuracy_verdict") if several
+                     else ("accuracy_lo", "accuracy_hi", "accuracy_verdict"))
+    runs = [("NTP arm", rows[is_baseline(rows)])]
+    sbd = rows[rows["objective"] == SBD_OBJECTIVE]
+    runs += [(str(grp["label"].iloc[0]) + (" mode" if sampler == NTP else ""), grp)
+             for sampler, grp in sorted(sbd.groupby("sampler"), key=lambda kv: (kv[0] != NTP, kv[0]))]
+    any_equivalent = False
+    for i, (label, run) in enumerate(runs):
+        run = run.sort_values("train_steps")
+        if not len(run):
+            continue
+        colour = "black" if i == 0 else f"C{(i - 1) % 10}"
+        steps, accuracy = run["train_steps"], 100 * run["accuracy"]
+        accuracy_ax.errorbar(steps, accuracy, yerr=[accuracy - 100 * run[lo], 100 * run[hi] - accuracy], color=colour,
+                             marker="*" if i == 0 else "o", markersize=9 if i == 0 else 5, capsize=3,
+                             markerfacecolor="white" if i else colour, label=label)
+        equivalent = run[run[words].fillna("").str.contains("equivalent")] if words in run else run.iloc[:0]
+        if len(equivalent):
+            accuracy_ax.plot(equivalent["train_steps"], 100 * equivalent["accuracy"], linestyle="none", marker="o",
+                             markersize=5, color=colour)
+            any_equivalent = True
+        if i and run["sampler"].iloc[0] != NTP:
+            speedup = run["nfe_speedup"]
+            speedup_ax.errorbar(steps, speedup, yerr=[speedup - run["nfe_speedup_lo"], run["nfe_speedup_hi"] - speedup],
+                                color=colour, marker="o", markersize=5, capsize=3, label=label)
+    if any_equivalent:  # one legend entry for the filled markers, in no run's colour
+        accuracy_ax.plot([], [], linestyle="none", marker="o", markersize=5, color="grey", label=EQUIVALENT_LABEL)
+    ticks = sorted(int(t) for t in rows["train_steps"].unique())
+    for ax in (accuracy_ax, speedup_ax):
+        ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
+
+
+EQUIVALENT_LABEL = "filled: equivalent to the NTP arm"
+
+
 class PaperFigures(Section):
-    """Figures 5, 12 and 13 (those the SBD arm's solver families allow: none without them)."""
+    """Figures 5, 12 and 13 (those the SBD arm's solver families allow: none without them) and the training curve
+    (a run with checkpoints)."""
+
+    def _stems(self, ctx: Context) -> list[str]:
+        return planned_figures(sbd_families(ctx.summary), budgets=ctx.summary["train_steps"].nunique())
 
     def files(self, ctx: Context) -> dict[str, bytes]:
-        return {f"{stem}.{fmt}": data for stem in planned_figures(sbd_families(ctx.summary))
-                for fmt, data in paper_figure(ctx.summary, stem).items()}
+        return {f"{stem}.{fmt}": data for stem in self._stems(ctx)
+                for fmt, data in (training_curve(ctx.summary) if stem == TRAINING_CURVE
+                                  else paper_figure(ctx.summary, stem)).items()}
 
     def markdown(self, ctx: Context) -> list[str]:
-        stems = planned_figures(sbd_families(ctx.summary))
-        if not stems:
-            return []
-        return ["## Figures 5, 12, 13: accuracy vs mean NFE across training budgets and solvers\n",
-                *figure_links([figure_files(stem)[0] for stem in stems])]
+        stems = self._stems(ctx)
+        paper = [stem for stem in stems if stem != TRAINING_CURVE]
+        lines = []
+        if paper:
+            lines += ["## Figures 5, 12, 13: accuracy vs mean NFE across training budgets and solvers\n",
+                      *figure_links([figure_files(stem)[0] for stem in paper])]
+        if TRAINING_CURVE in stems:
+            lines += ["## Training curve: accuracy and NFE speedup against fine-tune steps\n",
+                      "Both arms at each budget (intervals: 95%, problems clustered by family where a task has them); "
+                      "a filled marker is a run equivalent to the NTP arm of the same budget (the differences "
+                      "table's verdict, margin \u00b12 pt).\n",
+                      *figure_links([figure_files(TRAINING_CURVE)[0]])]
+        return lines

@@ -25,10 +25,17 @@ FIGURES = {"figure5": ("eb-entropy",), "figure12": ("eb-entropy", "factor"),
            "figure13": ("eb-confidence", "factor")}
 
 
-def planned_figures(sbd_families) -> list[str]:
-    """The stems of Figures 5, 12, 13 a run draws, given the solver families its SBD arm is decoded with."""
+#: Accuracy of both arms and the SBD arm's NFE speedup against fine-tune steps (a run with checkpoints).
+TRAINING_CURVE = "training_curve"
+
+
+def planned_figures(sbd_families, budgets: int = 1) -> list[str]:
+    """The stems of Figures 5, 12, 13 a run draws, given the solver families its SBD arm is decoded with, and the
+    training curve when the SBD arm is decoded with a block sampler at ``budgets`` > 1 training budgets (its final
+    model and the checkpoints of ``finetune.eval_at_steps``)."""
     families = set(sbd_families)
-    return [stem for stem, needed in FIGURES.items() if set(needed) <= families]
+    stems = [stem for stem, needed in FIGURES.items() if set(needed) <= families]
+    return stems + ([TRAINING_CURVE] if budgets > 1 and families - {"ntp"} else [])
 
 
 def speedup_stem(benchmark: str) -> str:

@@ -64,7 +64,7 @@ def speed_table(docs: list[dict], confidence: float = 0.95) -> pd.DataFrame:
     rows = []
     for doc in docs:
         speedups, all_batches = row_speedups(doc, confidence), batches(doc)
-        big, settings = max(all_batches), doc.get("settings", {})
+        big = max(all_batches)
         for row in doc["rows"]:
             wall, latency = speedups[row["name"]]["wall"][big], speedups[row["name"]]["wall"][1]
             decode = speedups[row["name"]]["decode"][1]

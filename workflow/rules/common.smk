@@ -210,8 +210,10 @@ REPORT_DIR = f"{RUN}/report"
 # the paper's Figure 1, one per model, when its benchmark (LiveCodeBench) is run
 FIGURE1_FILES = [f"{REPORT_DIR}/{name}" for m in MODELS for name in figure_files(figure1_stem(m))
                  if FIGURE1_BENCHMARK in BENCHMARKS]
-# Figures 5, 12, 13: those whose solver families the SBD arm is decoded with (the report draws the same ones)
-PAPER_FIGURES = planned_figures(SAMPLERS[s]["family"] for s in samplers_of("sbd")) if "sbd" in OBJECTIVES else []
+# Figures 5, 12, 13: those whose solver families the SBD arm is decoded with, and the training curve where it has
+# checkpoints (the report draws the same ones)
+PAPER_FIGURES = (planned_figures((SAMPLERS[s]["family"] for s in samplers_of("sbd")), budgets=1 + len(EVAL_STEPS))
+                 if "sbd" in OBJECTIVES else [])
 REPORT_FILES = [f"{REPORT_DIR}/{name}" for name in report_files(MODELS, BENCHMARKS, PAPER_FIGURES)]
 
 
