@@ -26,6 +26,7 @@ PANEL_IN = (4.4, 3.6)  # inches per panel
 LEGEND_IN = 2.6  # inches for the legend, right of the panels
 STYLES = ("-", "--", ":")
 MARKERS = ("o", "s", "^")
+EQUIVALENT_LABEL = "filled: equivalent to the NTP arm"  # the training curve's legend entry for filled markers
 
 
 def sbd_families(summary: pd.DataFrame) -> set[str]:
@@ -165,8 +166,6 @@ def _curves(accuracy_ax, speedup_ax, rows: pd.DataFrame) -> None:
     for ax in (accuracy_ax, speedup_ax):
         ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
 
-
-EQUIVALENT_LABEL = "filled: equivalent to the NTP arm"
 
 
 class PaperFigures(Section):
