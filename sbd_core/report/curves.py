@@ -60,8 +60,13 @@ def paper_figure(summary: pd.DataFrame, stem: str) -> dict[str, bytes]:
             ax.set_xlabel("mean NFE per problem")
             ax.set_ylabel("accuracy (%)")
             ax.grid(True, alpha=0.3)
+    return _finished(fig, axes, TITLES[stem], means)
+
+
+def _finished(fig, axes, title: str, means: pd.DataFrame) -> dict[str, bytes]:
+    """A figure's title (with its seed count), one legend for every panel right of them, and its file contents."""
     seeds = int(means["n_seeds"].max()) if len(means) else 1
-    title = TITLES[stem] + (f" (mean over {seeds} fine-tune seeds)" if seeds > 1 else "")
+    title += f" (mean over {seeds} fine-tune seeds)" if seeds > 1 else ""
     fig.suptitle("\n".join(textwrap.wrap(title, width=int(12 * fig.get_figwidth()))), fontsize=10)
     legend = {}  # label -> handle, over every panel (a budget may lack a family on one task)
     for ax in axes.flat:
@@ -120,16 +125,7 @@ def training_curve(summary: pd.DataFrame) -> dict[str, bytes]:
             speedup_ax.set_xlabel("fine-tune steps")
             for ax in (accuracy_ax, speedup_ax):
                 ax.grid(True, alpha=0.3)
-    seeds = int(means["n_seeds"].max()) if len(means) else 1
-    title = "Accuracy and NFE speedup against fine-tune steps" + (
-        f" (mean over {seeds} fine-tune seeds)" if seeds > 1 else "")
-    fig.suptitle(title, fontsize=10)
-    legend = {}
-    for ax in axes.flat:
-        legend.update(zip(*reversed(ax.get_legend_handles_labels())))
-    if legend:
-        fig.legend(list(legend.values()), list(legend), loc="outside right center", fontsize=8, frameon=False)
-    return figure_bytes(fig)
+    return _finished(fig, axes, "Accuracy and NFE speedup against fine-tune steps", means)
 
 
 def _curves(accuracy_ax, speedup_ax, rows: pd.DataFrame) -> None:
@@ -151,7 +147,7 @@ def _curves(accuracy_ax, speedup_ax, rows: pd.DataFrame) -> None:
         accuracy_ax.errorbar(steps, accuracy, yerr=[accuracy - 100 * run[lo], 100 * run[hi] - accuracy], color=colour,
                              marker="*" if i == 0 else "o", markersize=9 if i == 0 else 5, capsize=3,
                              markerfacecolor="white" if i else colour, label=label)
-        equivalent = run[run[words].fillna("").str.contains("equivalent")] if words in run else run.iloc[:0]
+        equivalent = run[run[words].fillna("").str.contains("equivalent")]
         if len(equivalent):
             accuracy_ax.plot(equivalent["train_steps"], 100 * equivalent["accuracy"], linestyle="none", marker="o",
                              markersize=5, color=colour)
@@ -165,7 +161,6 @@ def _curves(accuracy_ax, speedup_ax, rows: pd.DataFrame) -> None:
     ticks = sorted(int(t) for t in rows["train_steps"].unique())
     for ax in (accuracy_ax, speedup_ax):
         ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
-
 
 
 class PaperFigures(Section):
