@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from . import code_chain_task, code_task, math_task
+import functools
+
+from . import code_affine_task, code_chain_task, code_task, math_task
 from .splits import EVALUATION_SPLITS, SPLITS
 
 
@@ -37,6 +39,12 @@ TASKS: dict[str, Task] = {
                  None, ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")),
     "code_chain": Task("code_chain", code_chain_task.make_problems, code_chain_task.prompt_text,
                        code_chain_task.target_text, None, ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")),
+    "code_affine": Task("code_affine", code_affine_task.make_problems, code_affine_task.prompt_text,
+                        code_affine_task.target_text, None, ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")),
+    "math_long": Task("math_long", functools.partial(math_task.make_problems, one_step=(3, 4, 5), two_step=(2, 3)),
+                      math_task.prompt_text, math_task.target_text, math_task.extract_answer, ("\n\n", "Question:")),
+    "math_xlong": Task("math_xlong", functools.partial(math_task.make_problems, one_step=(4, 5, 6), two_step=(3,)),
+                       math_task.prompt_text, math_task.target_text, math_task.extract_answer, ("\n\n", "Question:")),
 }
 
 

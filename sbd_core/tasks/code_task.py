@@ -45,7 +45,8 @@ class Family:
     arg: str                        # "x" (int), "xs" (list[int]) or "s" (str)
     returns: str                    # return annotation
     doc: str
-    body: str                       # body lines without the 4-space function indent
+    body: str | Callable[[dict], str]  # body lines without the 4-space function indent, or a function of the
+    #                                    constants that writes them (a body computed from them: code_affine)
     grid: tuple[tuple[str, tuple], ...]
     nonempty: bool = False          # inputs must be non-empty (max/min of a list)
 
@@ -208,7 +209,8 @@ class FamilyTable:
             raise ValueError(f"family {family!r} needs constants {[k for k, _ in fam.grid]}, got {sorted(consts)}")
         key = self.signature(family, consts)
         rng = random.Random(key)
-        body = "".join(f"    {line}\n" for line in fam.body.format(**consts).split("\n"))
+        text = fam.body(consts) if callable(fam.body) else fam.body.format(**consts)
+        body = "".join(f"    {line}\n" for line in text.split("\n"))
         head = f"def {fam.name}({fam.arg}: {_ANNOT[fam.arg]}) -> {fam.returns}:\n"
         example = _gen_arg(fam, random.Random("example:" + key), plus=False)
         result = _run(head + '    """\n    """\n', body, fam.name)(example)

@@ -90,6 +90,9 @@ _APPLY = {"+": lambda x, y: x + y, "-": lambda x, y: x - y}
 
 ONE_STEP_DIGITS = (2, 3, 4)  # operand lengths of one-step problems, each equally likely
 TWO_STEP_DIGITS = (2,)  # of two-step problems
+# math_long's operand lengths (one step, two steps): the same kinds and worked columns on longer numbers, so that more
+# columns must be computed right (the split of a computation is the same in both tasks: its key and salt are)
+LONG_DIGITS = ((3, 4, 5), (2, 3))
 
 
 def _number(rng: random.Random, lengths: tuple[int, ...]) -> int:
@@ -98,17 +101,19 @@ def _number(rng: random.Random, lengths: tuple[int, ...]) -> int:
     return rng.randint(10 ** (digits - 1), 10 ** digits - 1)
 
 
-def _draw(kind: str, rng: random.Random) -> list[tuple[int, str, int]]:
-    """One computation of ``kind``: its steps ``(x, op, y)``, a later step's ``x`` the previous step's result."""
+def _draw(kind: str, rng: random.Random, one_step: tuple[int, ...] = ONE_STEP_DIGITS,
+          two_step: tuple[int, ...] = TWO_STEP_DIGITS) -> list[tuple[int, str, int]]:
+    """One computation of ``kind``: its steps ``(x, op, y)``, a later step's ``x`` the previous step's result;
+    ``one_step`` and ``two_step`` are the operand lengths of the one- and two-step kinds."""
     if kind == "add":
-        return [(_number(rng, ONE_STEP_DIGITS), "+", _number(rng, ONE_STEP_DIGITS))]
+        return [(_number(rng, one_step), "+", _number(rng, one_step))]
     if kind == "sub":
-        a, b = sorted((_number(rng, ONE_STEP_DIGITS), _number(rng, ONE_STEP_DIGITS)), reverse=True)
+        a, b = sorted((_number(rng, one_step), _number(rng, one_step)), reverse=True)
         return [(a, "-", b)]
-    a, b = _number(rng, TWO_STEP_DIGITS), _number(rng, TWO_STEP_DIGITS)
-    c = _number(rng, TWO_STEP_DIGITS)
+    a, b = _number(rng, two_step), _number(rng, two_step)
+    c = _number(rng, two_step)
     while c > a + b:  # what is taken away never exceeds what there is
-        c = _number(rng, TWO_STEP_DIGITS)
+        c = _number(rng, two_step)
     return [(a, "+", b), (a + b, "-", c)]
 
 
@@ -132,8 +137,10 @@ def _record(index: int, kind: str, ops: list[tuple[int, str, int]], question: st
             "answer": answer, "_kind": kind, "_ops": [list(step) for step in ops]}
 
 
-def make_problems(split: str, n: int, seed: int) -> list[dict]:
-    """``n`` distinct problems of ``split``, the kinds in turn (a seeded order), deterministic in ``seed``.
+def make_problems(split: str, n: int, seed: int, one_step: tuple[int, ...] = ONE_STEP_DIGITS,
+                  two_step: tuple[int, ...] = TWO_STEP_DIGITS) -> list[dict]:
+    """``n`` distinct problems of ``split``, the kinds in turn (a seeded order), deterministic in ``seed``;
+    ``one_step`` / ``two_step``: the operand lengths (``math_long`` takes longer ones, :data:`LONG_DIGITS`).
 
     Raises ValueError for an unknown split, a bad ``n``, or ``n > MAX_PROBLEMS``.
     """
@@ -146,7 +153,7 @@ def make_problems(split: str, n: int, seed: int) -> list[dict]:
     out: list[dict] = []
     while len(out) < n:
         kind = kinds[len(out) % len(kinds)]
-        ops = _draw(kind, rng)
+        ops = _draw(kind, rng, one_step, two_step)
         key = repr(ops)
         if key in seen or split_of(key) != split:
             continue

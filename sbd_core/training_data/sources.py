@@ -78,6 +78,9 @@ SOURCES = {s.name: s for s in (
     Source("math", "plain", ("train.jsonl",), ("prompt", "target")),
     Source("code", "plain", ("train.jsonl",), ("prompt", "target")),
     Source("code_chain", "plain", ("train.jsonl",), ("prompt", "target")),
+    Source("code_affine", "plain", ("train.jsonl",), ("prompt", "target")),
+    Source("math_long", "plain", ("train.jsonl",), ("prompt", "target")),
+    Source("math_xlong", "plain", ("train.jsonl",), ("prompt", "target")),
 )}
 
 
