@@ -24,14 +24,19 @@ from sbd_core.masking import SBDBatch, backend_mask, dense_mask
 from sbd_core.tasks import get_task
 from sbd_core.train import tokenize_examples
 
-_COMPUTED = re.compile(r"=(-?\d+)|So (-?\d+)|#### (-?\d+)")  # math: column, step and final results
+_COMPUTED = {  # per task, the groups a solution computes
+    "math": re.compile(r"=(-?\d+)|So (-?\d+)|#### (-?\d+)"),  # column, step and final results
+    # the folded slope and intercept
+    "code_affine": re.compile(r"x \* (\d+)|(?<=[\dx]) [+-] (\d+)|return \(?(-?\d+) - "),
+}
+_COMPUTED["math_long"] = _COMPUTED["math_xlong"] = _COMPUTED["math"]
 
 
 def computed_chars(task: str, target: str) -> set[int]:
-    """Character offsets of ``target`` a solution computes (math only; empty for other tasks)."""
-    if task != "math":
+    """Character offsets of ``target`` a solution computes (math and code_affine; empty for other tasks)."""
+    if task not in _COMPUTED:
         return set()
-    return {i for m in _COMPUTED.finditer(target) for g in range(1, 4) if m.group(g)
+    return {i for m in _COMPUTED[task].finditer(target) for g in range(1, (m.re.groups or 0) + 1) if m.group(g)
             for i in range(m.start(g), m.end(g))}
 
 

@@ -18,7 +18,12 @@ def test_computed_chars_are_the_results_digits():
     target = " 347+86: 7+6=13, 4+8+1=13, 3+0+1=4. So 433.\n#### 433"
     chars = probe.computed_chars("math", target)
     assert "".join(target[i] for i in sorted(chars)) == "13" + "13" + "4" + "433" + "433"
+    assert probe.computed_chars("math_long", target) == chars
     assert probe.computed_chars("code_chain", "    return x * 3\n") == set()
+    for body, computed in (("    return x * 25 - 10\n", "2510"), ("    return (8 - x * 4) % 5\n", "84"),
+                           ("    return (-5 - x) // 5\n", "-5"), ("    return x + 5\n", "5")):
+        chars = probe.computed_chars("code_affine", body)
+        assert "".join(body[i] for i in sorted(chars)) == computed, body
 
 
 def test_layout_starts_a_block_at_the_first_target_token_and_masks_the_target_only():
