@@ -1,6 +1,6 @@
 """The code task whose body must be computed (sbd_core.tasks.code_affine_task): its grammar, the folded bodies against
 an evaluation of the docstring written here step by step, the split partition, and the scorer on right and wrong
-slopes and intercepts; and math_long / math_xlong, the math task on longer numbers."""
+slopes and intercepts; and math_long, the math task on longer numbers."""
 
 import hashlib
 import itertools
@@ -142,10 +142,11 @@ def test_the_code_scorer_passes_folded_and_unfolded_bodies_and_fails_a_wrong_slo
     assert accuracy(wrong_intercept, "intercept") == 0.0 and accuracy(wrong_slope, "slope") == 0.0
 
 
-@pytest.mark.parametrize("name, one_step, two_step", [("math_long", (3, 4, 5), (2, 3)), ("math_xlong", (4, 5, 6), (3,))])
-def test_the_long_math_tasks_take_longer_operands_in_the_same_splits(name, one_step, two_step):
-    """math_long / math_xlong: the math task's kinds and worked columns on longer operands; every problem's key hashes
-    to the split asked for under the math task's own rule, and its answer is its computation's."""
+def test_math_long_takes_longer_operands_in_the_same_splits():
+    """math_long: the math task's kinds and worked columns on longer operands; every problem's key hashes to the split
+    asked for under the math task's own rule, and its answer is its computation's."""
+    name, (one_step, two_step) = "math_long", ((3, 4, 5), (2, 3))
+    assert math_task.LONG_DIGITS == (one_step, two_step)
     task = get_task(name)
     problems = task.make_problems("test", 400, 0)
     for p in problems:

@@ -17,7 +17,7 @@ from .code import CodeBenchmark
 from .lm_eval_task import LmEvalBenchmark
 from .settings import GeneratedCodeSettings, GeneratedSettings
 
-__all__ = ["MATH", "MATH_LONG", "MATH_XLONG", "CODE", "CODE_CHAIN", "CODE_AFFINE"]
+__all__ = ["MATH", "MATH_LONG", "CODE", "CODE_CHAIN", "CODE_AFFINE"]
 
 _DEFAULTS = dict(max_new_tokens=96, limit=100, chat=False)  # the embedded default's decode budget and test size
 
@@ -76,16 +76,12 @@ MATH = SyntheticMath(
     name="math", paper_column=None, group="synthetic", task="sbd_synth_math", headline="exact_match,none",
     answer_of=get_task("math").extract_answer, required_fields=("task_id", "question", "answer"),
     source={"generator": "sbd_core.tasks.math_task"}, defaults=GeneratedSettings(**_DEFAULTS))
-# the math task on longer numbers (sbd_core.tasks: math_long, math_xlong), scored by the same lm-eval task
+# the math task on longer numbers (sbd_core.tasks: math_long; its solutions run to 103 tokens), scored by the same
+# lm-eval task
 MATH_LONG = SyntheticMath(
     name="math_long", paper_column=None, group="synthetic", task="sbd_synth_math", headline="exact_match,none",
     answer_of=get_task("math_long").extract_answer, required_fields=("task_id", "question", "answer"),
     source={"generator": "sbd_core.tasks.math_task", "digits": "3-5, two steps 2-3"},
-    defaults=GeneratedSettings(**{**_DEFAULTS, "max_new_tokens": 112}))
-MATH_XLONG = SyntheticMath(
-    name="math_xlong", paper_column=None, group="synthetic", task="sbd_synth_math", headline="exact_match,none",
-    answer_of=get_task("math_xlong").extract_answer, required_fields=("task_id", "question", "answer"),
-    source={"generator": "sbd_core.tasks.math_task", "digits": "4-6, two steps 3"},
     defaults=GeneratedSettings(**{**_DEFAULTS, "max_new_tokens": 112}))
 CODE = SyntheticCode(
     name="code", paper_column=None, group="synthetic", dataset="humaneval", release=None,

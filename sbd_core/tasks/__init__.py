@@ -1,5 +1,5 @@
-"""Synthetic tasks for the embedded default: GSM8K-style math and HumanEval-style code (32 families, or 202 in
-``code_chain``).
+"""Synthetic tasks for the embedded default: GSM8K-style math (``math_long``: on longer numbers) and HumanEval-style
+code (32 families; 952 in ``code_chain``; ``code_affine``: bodies computed from their docstrings).
 
 ``TASKS`` maps a task name to a :class:`Task` with a uniform interface (``make_problems``,
 ``prompt_text``, ``target_text``; ``extract_answer`` for math only). ``training_texts`` returns
@@ -41,10 +41,9 @@ TASKS: dict[str, Task] = {
                        code_chain_task.target_text, None, ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")),
     "code_affine": Task("code_affine", code_affine_task.make_problems, code_affine_task.prompt_text,
                         code_affine_task.target_text, None, ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")),
-    "math_long": Task("math_long", functools.partial(math_task.make_problems, one_step=(3, 4, 5), two_step=(2, 3)),
+    "math_long": Task("math_long", functools.partial(math_task.make_problems, one_step=math_task.LONG_DIGITS[0],
+                                                     two_step=math_task.LONG_DIGITS[1]),
                       math_task.prompt_text, math_task.target_text, math_task.extract_answer, ("\n\n", "Question:")),
-    "math_xlong": Task("math_xlong", functools.partial(math_task.make_problems, one_step=(4, 5, 6), two_step=(3,)),
-                       math_task.prompt_text, math_task.target_text, math_task.extract_answer, ("\n\n", "Question:")),
 }
 
 

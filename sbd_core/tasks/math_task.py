@@ -91,7 +91,7 @@ _APPLY = {"+": lambda x, y: x + y, "-": lambda x, y: x - y}
 ONE_STEP_DIGITS = (2, 3, 4)  # operand lengths of one-step problems, each equally likely
 TWO_STEP_DIGITS = (2,)  # of two-step problems
 # math_long's operand lengths (one step, two steps): the same kinds and worked columns on longer numbers, so that more
-# columns must be computed right (the split of a computation is the same in both tasks: its key and salt are)
+# columns must be computed right (a computation has the same split in both tasks: its key and salt are the same)
 LONG_DIGITS = ((3, 4, 5), (2, 3))
 
 
