@@ -9,7 +9,7 @@ The difficulty is in the function, as in the math task's columns, and a longer c
 Families (144): two or three steps of times, plus, minus, subtracted from (never one step twice in a row), then
 optionally modulo or floor-divided by a constant, applied to the folded expression (``return (x * 3 + 7) % 5``). The
 entry point names the steps (``plus_times_minus_mod``), which are the same step names as ``code_chain``'s, so the
-same check of degenerate constant tuples applies (:func:`code_chain_task.informative`). Constants: times 2-5, plus,
+same check of degenerate constant tuples applies (:func:`chains.informative`). Constants: times 2-5, plus,
 minus and subtracted-from 1-9, modulo and floor division 2-7. The split hash has its own salt. The scorer runs the
 body on base and plus inputs, so any correct body passes (an unfolded chain too), and a wrong slope or intercept
 fails.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 
-from .code_chain_task import informative
+from .chains import informative
 from .code_task import Family, FamilyTable, prompt_text, target_text  # noqa: F401 (the same record fields)
 
 _TIMES = tuple(range(2, 6))     # times: 2-5

@@ -1,0 +1,37 @@
+"""Which constant tuples of an integer chain make a problem worth asking, shared by the chain tasks (``code_chain``,
+``code_affine``): a family's entry point names its steps (``plus_times_mod``), and a tuple is kept only where the
+function is not constant and every constant matters."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["informative"]
+
+_PROBES = np.concatenate([np.arange(-40, 41), [997, 10_007, -1_234, 123_456]])  # the x values a check runs on
+_NUMPY_STEPS = {"times": np.multiply, "plus": np.add, "minus": np.subtract, "mod": np.mod, "div": np.floor_divide,
+                "from": lambda y, c: c - y}  # numpy's integer mod and floor division round as Python's do
+
+
+def informative(fam, combos: list[tuple]) -> list[bool]:
+    """Which constant tuples of the integer chain ``fam`` (a :class:`code_task.Family`) make a problem whose every
+    constant matters: the function is not constant on the probe values (``(x % 3) // 5`` is 0), and moving any one
+    constant by 1 changes it there (``x * 4 + 2`` then ``% 2``), so no body with a wrong constant can pass by accident.
+    List families keep all tuples."""
+    if fam.arg != "x":
+        return [True] * len(combos)
+    steps = fam.name.split("_")
+    consts = np.array(combos, dtype=np.int64)
+
+    def values(c):
+        y = np.broadcast_to(_PROBES, (len(c), len(_PROBES))).astype(np.int64)
+        for j, step in enumerate(steps):
+            y = _NUMPY_STEPS[step](y, c[:, j:j + 1])
+        return y
+    base = values(consts)
+    keep = base.min(axis=1) != base.max(axis=1)
+    for j in range(len(steps)):
+        moved = consts.copy()
+        moved[:, j] += 1
+        keep &= (values(moved) != base).any(axis=1)
+    return keep.tolist()
