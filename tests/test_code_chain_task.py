@@ -1,5 +1,6 @@
 """The code task with many families (sbd_core.tasks.code_chain_task): its grammar, the bodies' semantics against an
-evaluation written here step by step, the split partition and the round-robin draw over 952 families."""
+evaluation written here step by step, the split partition (of code_affine's keys too) and the round-robin draw over
+952 families."""
 
 import hashlib
 import itertools
@@ -10,7 +11,8 @@ from collections import Counter
 import pytest
 
 from sbd_core.benchmarks import get_benchmark
-from sbd_core.tasks import SPLITS, code_chain_task, get_task
+from sbd_core.tasks import SPLITS, code_affine_task, code_chain_task, get_task
+from sbd_core.tasks.chains import informative
 
 _INT_STEPS = {  # a chain step applied to the running value y, as the docstring words say
     "times": lambda y, c: y * c, "plus": lambda y, c: y + c, "minus": lambda y, c: y - c,
@@ -105,18 +107,22 @@ def test_canonical_bodies_compute_what_the_docstring_says(test_problems):
         assert all(c in p["canonical_solution"] for c in consts)
 
 
-def test_splits_partition_every_kept_key_by_the_salted_hash():
-    kept = [code_chain_task.signature(f.name, dict(zip([k for k, _ in f.grid], combo)))
-            for f in code_chain_task.FAMILIES
+@pytest.mark.parametrize("task, salt", [(code_chain_task, "sbd-code-chain-v2"),
+                                         (code_affine_task, "sbd-code-affine-v1")])
+def test_splits_partition_every_kept_key_by_the_salted_hash(task, salt):
+    """Both chain tasks: every constant tuple the degenerate check keeps is one key, and the salted hash, recomputed
+    here, puts exactly each split's capacity in it."""
+    kept = [task.signature(f.name, dict(zip([k for k, _ in f.grid], combo)))
+            for f in task.FAMILIES
             for combos in [list(itertools.product(*(v for _, v in f.grid)))]
-            for combo in itertools.compress(combos, code_chain_task.informative(f, combos))]
+            for combo in itertools.compress(combos, informative(f, combos))]
     assert len(kept) == len(set(kept))
 
     def bucket(key):
-        value = int(hashlib.sha256(("sbd-code-chain-v2" + key).encode()).hexdigest()[:8], 16) % 100
+        value = int(hashlib.sha256((salt + key).encode()).hexdigest()[:8], 16) % 100
         return "train" if value < 80 else "dev" if value < 90 else "test"
-    assert Counter(bucket(k) for k in kept) == {s: code_chain_task.capacity(s) for s in SPLITS}
-    assert code_chain_task.capacity("test") >= 10_000 and code_chain_task.capacity("train") >= 100_000
+    assert Counter(bucket(k) for k in kept) == {s: task.capacity(s) for s in SPLITS}
+    assert task.capacity("test") >= 10_000 and task.capacity("train") >= 100_000
 
 
 def _matters(steps, consts, probes=tuple(range(-40, 41)) + (997, 10_007, -1_234, 123_456)):
@@ -139,12 +145,12 @@ def test_degenerate_constant_tuples_are_left_out():
     fams = {f.name: f for f in code_chain_task.FAMILIES}
     for name in ("mod_div", "times_mod", "times_plus_mod", "mod_plus_div", "from_times_mod", "plus_times_minus", "times_mod_plus_div"):
         combos = list(itertools.product(*(v for _, v in fams[name].grid)))
-        assert code_chain_task.informative(fams[name], combos) == [_matters(name.split("_"), c) for c in combos]
+        assert informative(fams[name], combos) == [_matters(name.split("_"), c) for c in combos]
     degenerate = {("mod_div", (3, 5)), ("times_mod", (6, 3)), ("times_plus_mod", (4, 3, 2)),
                   ("from_times_mod", (15, 3, 3))}
     for name, combo in degenerate:
-        assert code_chain_task.informative(fams[name], [combo]) == [False]
-    assert code_chain_task.informative(fams["plus_times"], [(3, 2)]) == [True]
+        assert informative(fams[name], [combo]) == [False]
+    assert informative(fams["plus_times"], [(3, 2)]) == [True]
 
 
 def test_a_1000_problem_test_set_spans_the_families(test_problems):

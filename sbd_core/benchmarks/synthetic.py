@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from sbd_core.errors import UserError
 from sbd_core.tasks import get_task
+from sbd_core.tasks.math_task import LONG_DIGITS
 
 from .code import CodeBenchmark
 from .lm_eval_task import LmEvalBenchmark
@@ -72,23 +73,26 @@ class SyntheticCode(_Generated, CodeBenchmark):
         return problem["entry_point"]
 
 
-MATH = SyntheticMath(
-    name="math", paper_column=None, group="synthetic", task="sbd_synth_math", headline="exact_match,none",
-    answer_of=get_task("math").extract_answer, required_fields=("task_id", "question", "answer"),
-    source={"generator": "sbd_core.tasks.math_task"}, defaults=GeneratedSettings(**_DEFAULTS))
-# the math task on longer numbers (sbd_core.tasks: math_long; its solutions run to 103 tokens), scored by the same
-# lm-eval task
-MATH_LONG = SyntheticMath(
-    name="math_long", paper_column=None, group="synthetic", task="sbd_synth_math", headline="exact_match,none",
-    answer_of=get_task("math_long").extract_answer, required_fields=("task_id", "question", "answer"),
-    source={"generator": "sbd_core.tasks.math_task", "digits": "3-5, two steps 2-3"},
-    defaults=GeneratedSettings(**{**_DEFAULTS, "max_new_tokens": 112}))
-CODE = SyntheticCode(
-    name="code", paper_column=None, group="synthetic", dataset="humaneval", release=None,
-    source={"generator": "sbd_core.tasks.code_task"}, defaults=GeneratedCodeSettings(**_DEFAULTS))
-CODE_CHAIN = SyntheticCode(
-    name="code_chain", paper_column=None, group="synthetic", dataset="humaneval", release=None,
-    source={"generator": "sbd_core.tasks.code_chain_task"}, defaults=GeneratedCodeSettings(**_DEFAULTS))
-CODE_AFFINE = SyntheticCode(
-    name="code_affine", paper_column=None, group="synthetic", dataset="humaneval", release=None,
-    source={"generator": "sbd_core.tasks.code_affine_task"}, defaults=GeneratedCodeSettings(**_DEFAULTS))
+def _math(name: str, max_new_tokens: int, **source) -> SyntheticMath:
+    """A math benchmark over the task ``name`` (the math task's records and ``#### N`` answer, one lm-eval task)."""
+    return SyntheticMath(
+        name=name, paper_column=None, group="synthetic", task="sbd_synth_math", headline="exact_match,none",
+        answer_of=get_task(name).extract_answer, required_fields=("task_id", "question", "answer"),
+        source={"generator": "sbd_core.tasks.math_task", **source},
+        defaults=GeneratedSettings(**{**_DEFAULTS, "max_new_tokens": max_new_tokens}))
+
+
+MATH = _math("math", _DEFAULTS["max_new_tokens"])
+# the math task on longer numbers; its solutions run to 103 tokens
+MATH_LONG = _math("math_long", 112, operand_digits=LONG_DIGITS)
+
+
+def _code(name: str, generator: str) -> SyntheticCode:
+    """A code benchmark over the task ``name`` (evalplus records, scored by the code scorer)."""
+    return SyntheticCode(name=name, paper_column=None, group="synthetic", dataset="humaneval", release=None,
+                         source={"generator": generator}, defaults=GeneratedCodeSettings(**_DEFAULTS))
+
+
+CODE = _code("code", "sbd_core.tasks.code_task")
+CODE_CHAIN = _code("code_chain", "sbd_core.tasks.code_chain_task")
+CODE_AFFINE = _code("code_affine", "sbd_core.tasks.code_affine_task")
