@@ -16,7 +16,9 @@ from .tables import table1, table1_display
 #: Shown at the top of report.md when the run has no model standing for a row of the paper's table.
 SYNTHETIC_NOTE = (
     "Speedups measured on the embedded default (a tiny model on synthetic tasks) are not comparable with the paper's "
-    "8B-model numbers; only runs of the paper's models on the paper's benchmarks can be compared with Table 1."
+    "8B-model numbers; only runs of the paper's models on the paper's benchmarks can be compared with Table 1. A "
+    "short fine-tune leaves SBD's masked mode far below the NTP arm, as the paper says of SBD (its Figure 5): where "
+    "the paper's claim stands on a CPU, with every run that measured it and its command, is docs/claim-study.md."
 )
 DEFINITIONS = (
     "Cells read `accuracy % [{level} interval] (NFE speedup x [interval], wall wall-clock speedup x [interval])`: "
