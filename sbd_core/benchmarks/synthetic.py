@@ -18,7 +18,7 @@ from .code import CodeBenchmark
 from .lm_eval_task import LmEvalBenchmark
 from .settings import GeneratedCodeSettings, GeneratedSettings
 
-__all__ = ["MATH", "MATH_LONG", "CODE", "CODE_CHAIN", "CODE_AFFINE"]
+__all__ = ["MATH", "MATH_LONG", "MATH_DIRECT", "CODE", "CODE_CHAIN", "CODE_AFFINE"]
 
 _DEFAULTS = dict(max_new_tokens=96, limit=100, chat=False)  # the embedded default's decode budget and test size
 
@@ -85,6 +85,8 @@ def _math(name: str, max_new_tokens: int, **source) -> SyntheticMath:
 MATH = _math("math", _DEFAULTS["max_new_tokens"])
 # the math task on longer numbers; its solutions run to 103 tokens
 MATH_LONG = _math("math_long", 112, operand_digits=LONG_DIGITS)
+# math_long's problems, each step's result written at once (no columns); its solutions run to 36 tokens
+MATH_DIRECT = _math("math_direct", 48, operand_digits=LONG_DIGITS, worked=False)
 
 
 def _code(name: str, generator: str) -> SyntheticCode:

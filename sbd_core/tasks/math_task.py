@@ -10,6 +10,10 @@ from its result) on 2-digit numbers. Every step is worked column by column, e.g.
     question: "Ben has 47 cards, finds 38 more, then sells 19. How many cards are left?"
     solution: "47+38: 7+8=15, 4+3+1=8. So 85. 85-19: 15-9=6, 8-1-1=6. So 66.\n#### 66"
 
+``math_direct`` asks math_long's computations (the same keys, so the same splits) with each step's result written at
+once, no columns: "347+86=433.\n#### 433", "47+38=85. 85-19=66.\n#### 66"; its difficulty is the carries and borrows
+the model must work out before it writes the first digit.
+
 Template tokens ("So", ":", "=") are predictable and operand digits are copied, but column sums, carries ("+1"),
 borrows ("-1", "13-7"), the step results and the final answer must be computed from earlier tokens. The task is sized
 so that the embedded default's tiny model learns it well but not perfectly in its training budget (docs/tasks.md has
@@ -35,8 +39,8 @@ import re
 from .splits import SPLITS, check_count, check_split
 from .splits import split_of as _split_of
 
-__all__ = ["KINDS", "SPLITS", "MAX_PROBLEMS", "add_steps", "sub_steps", "split_of", "make_problems", "prompt_text",
-           "target_text", "extract_answer"]
+__all__ = ["KINDS", "SPLITS", "MAX_PROBLEMS", "add_steps", "sub_steps", "direct_step", "split_of", "make_problems",
+           "prompt_text", "target_text", "extract_answer"]
 
 KINDS = ("add", "sub", "sub", "add_sub")  # drawn in turn (a seeded order of this cycle): half the problems subtract
 MAX_PROBLEMS = 100_000  # per call: a bound on the work of one call, far below what a held-out split holds
@@ -88,6 +92,12 @@ _STEPS = {"+": add_steps, "-": sub_steps}
 _APPLY = {"+": lambda x, y: x + y, "-": lambda x, y: x - y}
 
 
+def direct_step(x: int, op: str, y: int) -> str:
+    """One step written without working, its result computed at once: ``direct_step(347, "+", 86) == "347+86=433."``
+    (``math_direct``: every carry and borrow is worked out inside the model, none on the page)."""
+    return f"{x}{op}{y}={_APPLY[op](x, y)}."
+
+
 ONE_STEP_DIGITS = (2, 3, 4)  # operand lengths of one-step problems, each equally likely
 TWO_STEP_DIGITS = (2,)  # of two-step problems
 # math_long's operand lengths (one step, two steps): the same kinds and worked columns on longer numbers, so that more
@@ -129,18 +139,20 @@ def _question(rng: random.Random, ops: list[tuple[int, str, int]]) -> str:
     return f"{name} has {a} {item} and {rng.choice(_LOSE)} {b}. How many {item} are left?"
 
 
-def _record(index: int, kind: str, ops: list[tuple[int, str, int]], question: str) -> dict:
-    """The problem record with its worked solution (every step's columns, then the answer)."""
+def _record(index: int, kind: str, ops: list[tuple[int, str, int]], question: str, worked: bool) -> dict:
+    """The problem record with its solution (every step, worked column by column or, if not ``worked``, its result
+    written at once; then the answer)."""
     answer = str(_APPLY[ops[-1][1]](ops[-1][0], ops[-1][2]))
-    steps = " ".join(_STEPS[op](x, y) for x, op, y in ops)
+    steps = " ".join(_STEPS[op](x, y) if worked else direct_step(x, op, y) for x, op, y in ops)
     return {"task_id": f"math/{index}", "question": question, "solution": f"{steps}\n#### {answer}",
             "answer": answer, "_kind": kind, "_ops": [list(step) for step in ops]}
 
 
 def make_problems(split: str, n: int, seed: int, one_step: tuple[int, ...] = ONE_STEP_DIGITS,
-                  two_step: tuple[int, ...] = TWO_STEP_DIGITS) -> list[dict]:
+                  two_step: tuple[int, ...] = TWO_STEP_DIGITS, worked: bool = True) -> list[dict]:
     """``n`` distinct problems of ``split``, the kinds in turn (a seeded order), deterministic in ``seed``;
-    ``one_step`` / ``two_step``: the operand lengths (``math_long`` takes longer ones, :data:`LONG_DIGITS`).
+    ``one_step`` / ``two_step``: the operand lengths (``math_long`` takes longer ones, :data:`LONG_DIGITS`);
+    ``worked``: whether the solution works each step column by column (``math_direct`` writes results at once).
 
     Raises ValueError for an unknown split, a bad ``n``, or ``n > MAX_PROBLEMS``.
     """
@@ -158,7 +170,7 @@ def make_problems(split: str, n: int, seed: int, one_step: tuple[int, ...] = ONE
         if key in seen or split_of(key) != split:
             continue
         seen.add(key)
-        out.append(_record(len(out), kind, ops, _question(rng, ops)))
+        out.append(_record(len(out), kind, ops, _question(rng, ops), worked))
     return out
 
 

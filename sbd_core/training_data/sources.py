@@ -80,6 +80,7 @@ SOURCES = {s.name: s for s in (
     Source("code_chain", "plain", ("train.jsonl",), ("prompt", "target")),
     Source("code_affine", "plain", ("train.jsonl",), ("prompt", "target")),
     Source("math_long", "plain", ("train.jsonl",), ("prompt", "target")),
+    Source("math_direct", "plain", ("train.jsonl",), ("prompt", "target")),
 )}
 
 
