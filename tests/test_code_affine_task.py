@@ -149,18 +149,23 @@ def test_math_long_takes_longer_operands_in_the_same_splits():
     assert get_benchmark(name).settings({"limit": 10}).max_new_tokens == 112
 
 
-def test_math_direct_asks_math_long_problems_with_each_result_written_at_once():
-    """math_direct: the same problems as math_long (computations, questions, answers, so the same splits), each step
-    written as ``x op y = result.`` with no column work, every result right; the benchmark's token budget holds it."""
-    direct, long = get_task("math_direct"), get_task("math_long")
-    problems, worked = direct.make_problems("dev", 400, 3), long.make_problems("dev", 400, 3)
-    assert [(p["_ops"], p["question"], p["answer"]) for p in problems] == \
-        [(p["_ops"], p["question"], p["answer"]) for p in worked]
+def test_math_direct_writes_each_result_at_once_on_shorter_numbers():
+    """math_direct: the math task's kinds and questions on 2-3 digit numbers (two steps on 2 digits), each step written
+    as ``x op y = result.`` with no column work and every result right; every problem's key hashes to the split asked
+    for under the math task's own rule; the benchmark's token budget holds the longest solution."""
+    assert math_task.DIRECT_DIGITS == ((2, 3), (2,))
+    task = get_task("math_direct")
+    problems = task.make_problems("dev", 400, 3)
+    assert {p["_kind"] for p in problems} == set(math_task.KINDS)
     for p in problems:
-        steps = re.findall(r"(\d+)([+-])(\d+)=(-?\d+)\.", direct.target_text(p))
-        assert [[int(x), op, int(y)] for x, op, y, _ in steps] == p["_ops"]
+        ops = p["_ops"]
+        assert math_task.split_of(repr([tuple(s) for s in ops])) == "dev"
+        operands = [ops[0][0], ops[0][2]] + [step[2] for step in ops[1:]]
+        assert {len(str(v)) for v in operands} <= set(math_task.DIRECT_DIGITS[len(ops) > 1])
+        steps = re.findall(r"(\d+)([+-])(\d+)=(-?\d+)\.", task.target_text(p))
+        assert [[int(x), op, int(y)] for x, op, y, _ in steps] == ops
         assert all(int(r) == (int(x) + int(y) if op == "+" else int(x) - int(y)) for x, op, y, r in steps)
-        assert ":" not in direct.target_text(p) and "So" not in direct.target_text(p)
-        assert direct.extract_answer(direct.target_text(p)) == p["answer"] == steps[-1][3]
+        assert ":" not in task.target_text(p) and "So" not in task.target_text(p)
+        assert task.extract_answer(task.target_text(p)) == p["answer"] == steps[-1][3]
     assert math_task.direct_step(347, "+", 86) == "347+86=433." and math_task.direct_step(83, "-", 47) == "83-47=36."
-    assert max(len(direct.target_text(p)) for p in problems) < get_benchmark("math_direct").settings({}).max_new_tokens
+    assert max(len(task.target_text(p)) for p in problems) < get_benchmark("math_direct").settings({}).max_new_tokens

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from sbd_core.errors import UserError
 from sbd_core.tasks import get_task
-from sbd_core.tasks.math_task import LONG_DIGITS
+from sbd_core.tasks.math_task import DIRECT_DIGITS, LONG_DIGITS
 
 from .code import CodeBenchmark
 from .lm_eval_task import LmEvalBenchmark
@@ -85,8 +85,8 @@ def _math(name: str, max_new_tokens: int, **source) -> SyntheticMath:
 MATH = _math("math", _DEFAULTS["max_new_tokens"])
 # the math task on longer numbers; its solutions run to 103 tokens
 MATH_LONG = _math("math_long", 112, operand_digits=LONG_DIGITS)
-# math_long's problems, each step's result written at once (no columns); its solutions run to 36 tokens
-MATH_DIRECT = _math("math_direct", 48, operand_digits=LONG_DIGITS, worked=False)
+# each step's result written at once (no columns) on shorter numbers; its solutions run to 29 tokens
+MATH_DIRECT = _math("math_direct", 48, operand_digits=DIRECT_DIGITS, worked=False)
 
 
 def _code(name: str, generator: str) -> SyntheticCode:

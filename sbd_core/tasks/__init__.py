@@ -1,5 +1,5 @@
 """Synthetic tasks for the embedded default: GSM8K-style math (``math_long``: on longer numbers;
-``math_direct``: math_long's problems, each step's result written without working) and HumanEval-style
+``math_direct``: each step's result written without working) and HumanEval-style
 code (32 families; 952 in ``code_chain``; ``code_affine``: bodies computed from their docstrings).
 
 ``TASKS`` maps a task name to a :class:`Task` with a uniform interface (``make_problems``,
@@ -45,8 +45,8 @@ TASKS: dict[str, Task] = {
     "math_long": Task("math_long", functools.partial(math_task.make_problems, one_step=math_task.LONG_DIGITS[0],
                                                      two_step=math_task.LONG_DIGITS[1]),
                       math_task.prompt_text, math_task.target_text, math_task.extract_answer, ("\n\n", "Question:")),
-    "math_direct": Task("math_direct", functools.partial(math_task.make_problems, one_step=math_task.LONG_DIGITS[0],
-                                                         two_step=math_task.LONG_DIGITS[1], worked=False),
+    "math_direct": Task("math_direct", functools.partial(math_task.make_problems, one_step=math_task.DIRECT_DIGITS[0],
+                                                         two_step=math_task.DIRECT_DIGITS[1], worked=False),
                         math_task.prompt_text, math_task.target_text, math_task.extract_answer, ("\n\n", "Question:")),
 }
 

@@ -10,9 +10,9 @@ from its result) on 2-digit numbers. Every step is worked column by column, e.g.
     question: "Ben has 47 cards, finds 38 more, then sells 19. How many cards are left?"
     solution: "47+38: 7+8=15, 4+3+1=8. So 85. 85-19: 15-9=6, 8-1-1=6. So 66.\n#### 66"
 
-``math_direct`` asks math_long's computations (the same keys, so the same splits) with each step's result written at
-once, no columns: "347+86=433.\n#### 433", "47+38=85. 85-19=66.\n#### 66"; its difficulty is the carries and borrows
-the model must work out before it writes the first digit.
+``math_direct`` writes each step's result at once, no columns, on 2-3 digit numbers (two steps on 2 digits):
+"347+86=433.\n#### 433", "47+38=85. 85-19=66.\n#### 66"; its difficulty is the carries and borrows the model must
+work out before it writes a result's first digit. A computation has the same key, so the same split, in every task.
 
 Template tokens ("So", ":", "=") are predictable and operand digits are copied, but column sums, carries ("+1"),
 borrows ("-1", "13-7"), the step results and the final answer must be computed from earlier tokens. The task is sized
@@ -103,6 +103,9 @@ TWO_STEP_DIGITS = (2,)  # of two-step problems
 # math_long's operand lengths (one step, two steps): the same kinds and worked columns on longer numbers, so that more
 # columns must be computed right (a computation has the same split in both tasks: its key and salt are the same)
 LONG_DIGITS = ((3, 4, 5), (2, 3))
+# math_direct's (one step, two steps): shorter numbers, since a result is written at once (a first draft on math_long's
+# lengths, commit 31beff8, had learnt not even the units digit of a 2-digit sum after 7,200 steps: docs/claim-study.md)
+DIRECT_DIGITS = ((2, 3), (2,))
 
 
 def _number(rng: random.Random, lengths: tuple[int, ...]) -> int:
