@@ -1,6 +1,7 @@
 """The code task whose body must be computed (sbd_core.tasks.code_affine_task): its grammar, the folded bodies against
 an evaluation of the docstring written here step by step, the split partition, and the scorer on right and wrong
-slopes and intercepts; and math_long, the math task on longer numbers."""
+slopes and intercepts; and math_long (the math task on longer numbers) and math_direct (results written without
+working), the math tasks beside it in the claim study."""
 
 import math
 import re
@@ -167,5 +168,6 @@ def test_math_direct_writes_each_result_at_once_on_shorter_numbers():
         assert all(int(r) == (int(x) + int(y) if op == "+" else int(x) - int(y)) for x, op, y, r in steps)
         assert ":" not in task.target_text(p) and "So" not in task.target_text(p)
         assert task.extract_answer(task.target_text(p)) == p["answer"] == steps[-1][3]
+    assert {len(str(p["_ops"][0][0])) for p in problems if len(p["_ops"]) == 1} == set(math_task.DIRECT_DIGITS[0])
     assert math_task.direct_step(347, "+", 86) == "347+86=433." and math_task.direct_step(83, "-", 47) == "83-47=36."
     assert max(len(task.target_text(p)) for p in problems) < get_benchmark("math_direct").settings({}).max_new_tokens

@@ -19,6 +19,8 @@ def test_computed_chars_are_the_results_digits():
     chars = probe.computed_chars("math", target)
     assert "".join(target[i] for i in sorted(chars)) == "13" + "13" + "4" + "433" + "433"
     assert probe.computed_chars("math_long", target) == chars
+    direct = " 61+71=132. 132-84=48.\n#### 48"
+    assert "".join(direct[i] for i in sorted(probe.computed_chars("math_direct", direct))) == "132" + "48" + "48"
     assert probe.computed_chars("code_chain", "    return x * 3\n") == set()
     for body, computed in (("    return x * 25 - 10\n", "2510"), ("    return (8 - x * 4) % 5\n", "84"),
                            ("    return (-5 - x) // 5\n", "-5"), ("    return x + 5\n", "5")):

@@ -33,21 +33,24 @@ class Task:
     stop_sequences: tuple[str, ...] = ()
 
 
+def _math(name: str, **variant) -> Task:
+    """A task of the math task's problems, prompts, answers and stops; ``variant``: its operand lengths and solution
+    form (:func:`math_task.make_problems`'s ``one_step``, ``two_step`` and ``worked``)."""
+    return Task(name, functools.partial(math_task.make_problems, **variant), math_task.prompt_text,
+                math_task.target_text, math_task.extract_answer, ("\n\n", "Question:"))
+
+
 TASKS: dict[str, Task] = {
-    "math": Task("math", math_task.make_problems, math_task.prompt_text, math_task.target_text,
-                 math_task.extract_answer, ("\n\n", "Question:")),
+    "math": _math("math"),
     "code": Task("code", code_task.make_problems, code_task.prompt_text, code_task.target_text,
                  None, ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")),
     "code_chain": Task("code_chain", code_chain_task.make_problems, code_chain_task.prompt_text,
                        code_chain_task.target_text, None, ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")),
     "code_affine": Task("code_affine", code_affine_task.make_problems, code_affine_task.prompt_text,
                         code_affine_task.target_text, None, ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")),
-    "math_long": Task("math_long", functools.partial(math_task.make_problems, one_step=math_task.LONG_DIGITS[0],
-                                                     two_step=math_task.LONG_DIGITS[1]),
-                      math_task.prompt_text, math_task.target_text, math_task.extract_answer, ("\n\n", "Question:")),
-    "math_direct": Task("math_direct", functools.partial(math_task.make_problems, one_step=math_task.DIRECT_DIGITS[0],
-                                                         two_step=math_task.DIRECT_DIGITS[1], worked=False),
-                        math_task.prompt_text, math_task.target_text, math_task.extract_answer, ("\n\n", "Question:")),
+    "math_long": _math("math_long", one_step=math_task.LONG_DIGITS[0], two_step=math_task.LONG_DIGITS[1]),
+    "math_direct": _math("math_direct", one_step=math_task.DIRECT_DIGITS[0], two_step=math_task.DIRECT_DIGITS[1],
+                         worked=False),
 }
 
 
