@@ -165,6 +165,7 @@ def worker(request: dict) -> dict:
     # the rows are checked against the tokenizer they were made with, before a new mask token may extend it
     rows = load_training_rows(request["data"], tokenizer, config.max_length)
     setup_mask_token(tokenizer, model, allow_resize=request.get("allow_resize", False))
+    config.record_in(model.config)
     checkpoints = Path(request["checkpoints"])
     log_path = checkpoints / "train_log.jsonl"
     dtype = base_dtype if base_dtype in checkpoint.DTYPES else "float32"

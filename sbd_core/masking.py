@@ -5,6 +5,12 @@ copy in which each token is replaced by the mask token with probability ``eta ~ 
 token, as in the paper). Both halves share position ids. Labels are the shifted next tokens on the clean half (NTP) and the
 unshifted clean tokens at masked positions of the noised half (MATP); every other label is ``IGNORE_INDEX``.
 
+Shifted MATP labels (training option ``matp_shift``, a departure from the paper, off by default): the noised token at
+``j`` predicts the masked token at ``j + 1`` of its own block instead of the one at ``j``, as the clean half predicts
+the next token; a block's first token is then the clean half's NTP target alone (the decoder reads it from the NTP
+logit of the token before the block). Every noised position is a query in the noised block either way, so nothing
+it may not see enters: the masked token it predicts is a mask in its input.
+
 Attention (the paper's mask), with ``n = N`` and noised position ``j`` in block ``j // k``:
   clean -> clean   causal;
   noised -> clean  only clean tokens of strictly earlier blocks;
@@ -91,6 +97,7 @@ def build_batch(
     loss_mask: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
     matp_loss_mask: torch.Tensor | None = None,
+    shift: bool = False,
 ) -> SBDBatch:
     """Build one training batch from token rows ``sequence`` [B, N+1].
 
@@ -98,7 +105,7 @@ def build_batch(
     [B, N+1] marks packed documents (``-1`` = padding); ``loss_mask`` [B, N+1] marks tokens that may be targets (e.g. to
     exclude prompts); ``matp_loss_mask`` (default: ``loss_mask``) does the same for MATP targets alone. ``generator``
     drives the masking-rate and token-mask draws. :func:`drop_empty_segments` then leaves out noised segments without
-    a MATP target (exact).
+    a MATP target (exact). ``shift`` puts each MATP label on the noised position before its token (module doc).
     """
     if sequence.dim() != 2 or sequence.shape[1] < 2:
         raise ValueError(f"sequence must be [batch, N+1] with N >= 1, got shape {tuple(sequence.shape)}")
@@ -119,6 +126,8 @@ def build_batch(
         raise ValueError("the sbd objective needs mask_token_id")
     matp_mask = loss_mask if matp_loss_mask is None else matp_loss_mask
     noised, matp_labels = noise_copy(clean, clean_docs, mask_token_id, generator, matp_mask)
+    if shift:
+        matp_labels = shift_to_previous(matp_labels, clean_docs, block_size)
     return SBDBatch(
         input_ids=torch.cat([clean, noised], dim=1),
         position_ids=torch.cat([positions, positions], dim=1),
@@ -137,6 +146,18 @@ def noise_copy(clean, clean_docs, mask_token_id, generator=None, loss_mask=None)
     noised = clean.masked_fill(masked, mask_token_id)
     target = masked if loss_mask is None else masked & loss_mask[:, :-1].bool()
     return noised, clean.masked_fill(~target, IGNORE_INDEX)
+
+
+def shift_to_previous(matp_labels: torch.Tensor, clean_docs: torch.Tensor, block_size: int) -> torch.Tensor:
+    """Each MATP label [B, N] moved one position left, onto the token before it in the same block and document; labels
+    on a block's (or a document's) first token are dropped: the clean half's NTP label already has that target."""
+    shifted = torch.full_like(matp_labels, IGNORE_INDEX)
+    if matp_labels.shape[1] < 2:
+        return shifted
+    idx = torch.arange(1, matp_labels.shape[1], device=matp_labels.device)
+    same_segment = (idx % block_size != 0) & (clean_docs[:, 1:] == clean_docs[:, :-1])
+    shifted[:, :-1] = matp_labels[:, 1:].masked_fill(~same_segment, IGNORE_INDEX)
+    return shifted
 
 
 def kept_noised_index(matp_labels: torch.Tensor, clean_docs: torch.Tensor, block_size: int) -> torch.Tensor:

@@ -114,7 +114,8 @@ def layout(inputs: dict, positions: list[int], config: TrainConfig, mask_token_i
         parts.append(build_batch(inputs["sequence"][i : i + 1], kind, mask_token_id, k,
                                  doc_ids=inputs["doc_ids"][i : i + 1], loss_mask=loss_mask,
                                  generator=_seeded(config.seed, step, position),
-                                 matp_loss_mask=loss_mask if config.matp_on_prompt else target))
+                                 matp_loss_mask=loss_mask if config.matp_on_prompt else target,
+                                 shift=config.matp_shift))
     cat = {name: torch.cat([getattr(p, name) for p in parts]) for name in ("input_ids", "position_ids", "labels", "doc_ids")}
     batch = SBDBatch(**cat, block_size=k, objective=kind)
     return drop_empty_segments(batch) if kind == "sbd" and config.drop_empty_blocks else batch

@@ -8,10 +8,13 @@ from dataclasses import dataclass
 
 OBJECTIVES = {"ntp": "ntp", "sbd": "sbd", "sbd_no_ntp_grad": "sbd"}  # objective -> batch layout
 ATTENTION = ("auto", "flex", "sdpa", "eager")
+# Where a fine-tune records in the model config that its MATP labels were shifted (matp_shift): every SBD decoder of
+# the checkpoint must read its block the same way (sbd_core.decoding.setup).
+SHIFT_CONFIG_KEY = "sbd_matp_shift"
 # The paper's values of the settings a recipe may depart from (loss_on_prompt: the paper does not say; every token is
 # a target, as in its pretraining-style data).
-PAPER_RECIPE = {"loss_on_prompt": True, "matp_on_prompt": True, "matp_loss_weight": 1.0, "block_size_min": 2,
-                "block_size_max": 16}
+PAPER_RECIPE = {"loss_on_prompt": True, "matp_on_prompt": True, "matp_loss_weight": 1.0, "matp_shift": False,
+                "block_size_min": 2, "block_size_max": 16}
 
 
 @dataclass
@@ -46,6 +49,8 @@ class TrainConfig:
     # Objective options; the defaults are the paper's recipe, anything else is a departure (see departures()).
     matp_on_prompt: bool = True  # MATP targets may be prompt tokens (False: answers only; NTP follows loss_on_prompt)
     matp_loss_weight: float = 1.0  # scales each MATP label's cross-entropy in the pooled mean (sbd_core.objective)
+    matp_shift: bool = False  # each masked token predicted from the position before it (sbd_core.masking); decoders read
+    # it from the model config (SHIFT_CONFIG_KEY)
     drop_empty_blocks: bool = True  # exact speed-up: leave out noised blocks without a MATP target (sbd_core.masking)
 
     def __post_init__(self):
@@ -63,6 +68,11 @@ class TrainConfig:
             raise ValueError(f"attention must be one of {ATTENTION}, got {self.attention!r}")
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+
+    def record_in(self, model_config) -> None:
+        """Write what a decoder of this arm's checkpoints must know into ``model_config``: the shifted MATP labels."""
+        if self.matp_shift and OBJECTIVES[self.objective] == "sbd":
+            setattr(model_config, SHIFT_CONFIG_KEY, True)
 
     def departures(self) -> dict:
         """The settings of this arm that depart from the paper's recipe (:data:`PAPER_RECIPE`), e.g. for the report."""

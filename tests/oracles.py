@@ -63,15 +63,18 @@ def eos_splitting(gens, block_size) -> int:
     raise AssertionError("no token stops rows at different blocks; pick other prompts")
 
 
-def reference_logits(model, context: list[int], block: list[int], excluded) -> torch.Tensor:
+def reference_logits(model, context: list[int], block: list[int], excluded, shifted: bool = False) -> torch.Tensor:
     """[len(block), V] logits of ``block`` after ``context``, one forward with no cache: causal over the context, the
-    block bidirectional and seeing the whole context; ``excluded`` ids at -inf as the decoder's solver sees them."""
+    block bidirectional and seeing the whole context; ``excluded`` ids at -inf as the decoder's solver sees them.
+    ``shifted`` (a model trained with ``matp_shift``): each block position's logits are read one position earlier, the
+    first one's at the context's last token."""
     n, c = len(context) + len(block), len(context)
     allowed = torch.ones(n, n, dtype=torch.bool).tril()
     allowed[c:] = True
     device = model.device
     out = model(input_ids=torch.tensor([context + block], device=device), attention_mask=allowed[None, None].to(device))
-    return exclude_tokens(out.logits[0, c:].float().cpu(), excluded)
+    start = c - 1 if shifted else c
+    return exclude_tokens(out.logits[0, start : start + len(block)].float().cpu(), excluded)
 
 
 def _close(ours: torch.Tensor, ref: torch.Tensor, atol: float, where: str) -> None:
@@ -79,13 +82,14 @@ def _close(ours: torch.Tensor, ref: torch.Tensor, atol: float, where: str) -> No
     assert torch.equal(ours.isinf(), ref.isinf()) and diff <= atol, f"{where}: logits differ by {diff:.2e} > {atol}"
 
 
-def check_sbd_path(model, prompts, gens, calls, block_size, max_new, eos, excluded, atol=ATOL) -> None:
+def check_sbd_path(model, prompts, gens, calls, block_size, max_new, eos, excluded, atol=ATOL, shifted=False) -> None:
     """Check one ``BlockDecoder.decode_batch(prompts)`` in SBD mode (no stop strings) against the slow reference.
 
     ``calls`` are its solver calls (:class:`RecordingSolver`), ``gens`` its results, ``eos`` its EOS ids, ``excluded``
     the ids it must never write. The reference rebuilds every row's block from the recorded reveals and tokens and
     checks, per forward: the masked set the solver got, and the logits of every row that still had masks. Per row: the
-    stop (first EOS, else ``max_new`` tokens), the returned tokens, the stop reason and the NFE.
+    stop (first EOS, else ``max_new`` tokens), the returned tokens, the stop reason and the NFE. ``shifted``: the model
+    was trained with ``matp_shift`` (:func:`reference_logits`).
     """
     mask_id = model.config.sbd_mask_token_id
     seqs, final, nfe = [list(p) for p in prompts], [None] * len(prompts), [0] * len(prompts)
@@ -102,7 +106,7 @@ def check_sbd_path(model, prompts, gens, calls, block_size, max_new, eos, exclud
                 if not any(masked[r]):
                     continue
                 nfe[r] += 1
-                ref = reference_logits(model, seqs[r], block[r], excluded)
+                ref = reference_logits(model, seqs[r], block[r], excluded, shifted)
                 _close(call.logits[slot], ref, atol, f"row {r}, block at {gen_len}, forward {nfe[r]}")
                 for i in torch.nonzero(call.reveal[slot]).flatten().tolist():
                     assert masked[r][i], f"row {r}: position {i} revealed twice"

@@ -63,13 +63,16 @@ class BlockDecoder:
     def decode_batch(self, prompt_ids: list[list[int]]) -> list[Generation]:
         """Decode one batch of tokenized prompts."""
         if self.verify:
+            if self.setup.shifted:
+                raise ValueError("verify decodes models trained with the paper's MATP labels only; this model was "
+                                 "trained with matp_shift")
             return ReferenceVerify(self, prompt_ids).run()
         st = self.start(prompt_ids)
         if self.config.mode == "ntp":
             self._decode_ntp(st)
         else:
-            self.prefill(st, st.padded)
-            self._decode_sbd(st)
+            head = self.prefill(st, st.padded)
+            self._decode_sbd(st, head)
         return [row.generation(self.setup) for row in st.rows]
 
     def start(self, prompt_ids: list[list[int]]) -> Batch:
@@ -133,7 +136,8 @@ class BlockDecoder:
         return self.forward(padded, positions, allowed, keep_logits=1)
 
     def _block_forward(self, st: Batch, block, prev):
-        """Feed ``[prev (causal) | block (bidirectional)]``; crop the block off the cache; return the block's logits."""
+        """Feed ``[prev (causal) | block (bidirectional)]``; crop the block off the cache; return the block's logits
+        (for a shifted model, with ``prev``: also the logits of its last token in front)."""
         fed = block if prev is None else torch.cat([prev, block], dim=1)
         n_prev, q = fed.shape[1] - block.shape[1], fed.shape[1]
         cached = self.cache.get_seq_length()
@@ -143,12 +147,26 @@ class BlockDecoder:
         allowed = cols[None, :] <= (cached + torch.arange(q, device=fed.device))[:, None]
         allowed[n_prev:] = True  # block queries see every key: cache, re-fed block and the whole block
         allowed = allowed[None] & self._keys_valid(st, cached + q)[:, None, :]
-        logits = self.forward(fed, positions, allowed, keep_logits=block.shape[1])
+        keep = block.shape[1] + (1 if self.setup.shifted and prev is not None else 0)
+        logits = self.forward(fed, positions, allowed, keep_logits=keep)
         self.crop(block.shape[1])
         return logits
 
+    @staticmethod
+    def _shift(logits, head, refed):
+        """A shifted model's block logits: position j read at j - 1, position 0 at the token before the block (its NTP
+        logit ``head``, [slots, 1, V], which only the prefix decides: it stays the same for the whole block). Returns
+        ``(block logits, head)``."""
+        if refed is not None:  # this forward fed the token before the block: its logit is the new head
+            head, logits = logits[:, :1], logits[:, 1:]
+        if head is None:
+            raise ValueError("a model trained with matp_shift predicts a block's first token from the token before it: "
+                             "the prompt must not be empty")
+        return torch.cat([head, logits[:, :-1]], dim=1), head
+
     # ----------------------------------------------------------------------------------------------- loops
-    def _decode_sbd(self, st: Batch) -> None:
+    def _decode_sbd(self, st: Batch, head=None) -> None:
+        """SBD mode; ``head``: the prefill's last logits (a shifted model's prediction of the first token)."""
         prev, max_new = None, st.rows[0].room
         while st.live and st.gen_len < max_new:
             length = min(self.config.block_size, max_new - st.gen_len)
@@ -158,6 +176,8 @@ class BlockDecoder:
             while masked.any():
                 refed = prev if first else None
                 logits = self._block_forward(st, block, refed)
+                if self.setup.shifted:
+                    logits, head = self._shift(logits, head, refed)
                 active = masked.any(dim=1).tolist()
                 reveal, tokens = self._solve(logits, masked)
                 block = torch.where(reveal, tokens, block)

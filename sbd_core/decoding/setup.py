@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from ..decode_config import DecodeConfig
 from ..mask_token import mask_token_id
+from ..train_config import SHIFT_CONFIG_KEY
 
 
 @dataclass
@@ -34,6 +35,13 @@ class Generation:
         return self.num_tokens / self.nfe if self.nfe else 0.0
 
 
+def shifted_matp(model) -> bool:
+    """Whether ``model`` was fine-tuned with shifted MATP labels (training option ``matp_shift``): then the logits of
+    block position j are those the model gives at position j - 1 (for j = 0: the NTP logit of the token before the
+    block)."""
+    return bool(getattr(model.config, SHIFT_CONFIG_KEY, False))
+
+
 @dataclass(frozen=True)
 class DecodeSetup:
     """What a decoder derives once from its model, tokenizer and settings."""
@@ -44,13 +52,15 @@ class DecodeSetup:
     excluded_ids: tuple[int, ...]  # the ids no row writes (never_generated_ids)
     context: int | None  # the model's positions (max_position_embeddings); None: unbounded
     mask_id: int | None  # SBD mode's mask token; None in NTP mode
+    shifted: bool = False  # SBD mode on a model trained with shifted MATP labels (block position j read at j - 1)
 
     @classmethod
     def of(cls, model, tokenizer, config: DecodeConfig) -> "DecodeSetup":
         eos = resolve_eos(config, tokenizer)
         mask_id = mask_token_id(model) if config.mode == "sbd" else None
         return cls(tokenizer, config, eos, never_generated_ids(model, tokenizer, eos),
-                   getattr(model.config, "max_position_embeddings", None), mask_id)
+                   getattr(model.config, "max_position_embeddings", None), mask_id,
+                   config.mode == "sbd" and shifted_matp(model))
 
     @property
     def stop_strings(self) -> tuple[str, ...]:

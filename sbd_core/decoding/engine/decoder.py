@@ -64,6 +64,9 @@ class FastDecoder:
         self.mode = self.config.mode
         self.block_size = self.config.block_size if self.mode == "sbd" else 1
         self.setup = DecodeSetup.of(model, tokenizer, self.config)
+        if self.setup.shifted:
+            raise ValueError("the engine reads the paper's MATP layout only; a model trained with matp_shift decodes on "
+                             "the reference decoder (make_block_decoder picks it)")
         self.verify = self.mode == "sbd" and getattr(self.solver, "verify", "none") != "none"
         if self.verify and self.solver.verify == "sample":
             raise ValueError("verify: sample does not run on decode.engine 'fast' (its speculative-sampling rule is "

@@ -1,0 +1,96 @@
+"""Shifted MATP labels (training option ``matp_shift``, a departure): the labels, what a fine-tune records, and the
+reference decoder reading each block position one position earlier, against a slow reference and against NTP mode."""
+
+import pytest
+import torch
+
+from oracles import RecordingSolver, check_sbd_path
+from sbd_core.decode_config import DecodeConfig
+from sbd_core.decoding.engine import FastDecoder
+from sbd_core.decoding.factory import make_block_decoder
+from sbd_core.decoding.reference import BlockDecoder
+from sbd_core.decoding.solvers import get_solver
+from sbd_core.masking import IGNORE_INDEX, build_batch, shift_to_previous
+from sbd_core.train_config import SHIFT_CONFIG_KEY, TrainConfig
+
+X = IGNORE_INDEX
+PROMPTS = ["hi", "a longer prompt here", "mid size"]
+
+
+def test_labels_move_to_the_previous_token_of_the_same_block_and_document():
+    labels = torch.tensor([[X, 11, 12, X, 14, 15, 16, X]])  # MATP labels at masked positions 1, 2, 4, 5, 6
+    docs = torch.tensor([[0, 0, 0, 0, 0, 0, 1, 1]])  # a second document starts at 6
+    # blocks of 3: [0 1 2] [3 4 5] [6 7]; 14 moves to 3 (unmasked: it now predicts the mask after it);
+    # 15 moves to 4; 16 starts document 1 and block [6 7]: dropped; 11 -> 0, 12 -> 1
+    assert shift_to_previous(labels, docs, 3).tolist() == [[11, 12, X, 14, 15, X, X, X]]
+    # blocks of 2: [0 1] [2 3] [4 5] [6 7]: 12 and 14 start blocks and are dropped
+    assert shift_to_previous(labels, docs, 2).tolist() == [[11, X, X, X, 15, X, X, X]]
+
+
+def test_shifted_batch_keeps_the_noise_and_the_ntp_half():
+    seq = torch.arange(20, 37).unsqueeze(0)  # N + 1 = 17 tokens
+    plain = build_batch(seq, "sbd", mask_token_id=3, block_size=4, generator=torch.Generator().manual_seed(5))
+    shifted = build_batch(seq, "sbd", mask_token_id=3, block_size=4, generator=torch.Generator().manual_seed(5),
+                          shift=True)
+    assert torch.equal(plain.input_ids, shifted.input_ids)  # the same masks
+    n = plain.half
+    assert torch.equal(plain.labels[:, :n], shifted.labels[:, :n])
+    masked = (plain.input_ids[0, n:] == 3).tolist()
+    want = [seq[0, j + 1].item() if j % 4 != 3 and masked[j + 1] else X for j in range(n - 1)] + [X]
+    assert shifted.labels[0, n:].tolist() == want
+    assert any(w != X for w in want)
+
+
+def test_an_sbd_arm_records_the_option_and_names_the_departure(sbd_model):
+    TrainConfig(objective="ntp", matp_shift=True).record_in(sbd_model.config)
+    assert not hasattr(sbd_model.config, SHIFT_CONFIG_KEY)  # an NTP arm has no MATP labels to shift
+    config = TrainConfig(objective="sbd", matp_shift=True)
+    config.record_in(sbd_model.config)
+    assert getattr(sbd_model.config, SHIFT_CONFIG_KEY) is True
+    assert config.departures() == {"matp_shift": True}
+
+
+@pytest.mark.parametrize("solver", [get_solver("eb", gamma=0.5), get_solver("topk", n=3)], ids=lambda s: s.tag)
+def test_shifted_decoder_follows_slow_reference(sbd_model, tokenizer, solver):
+    setattr(sbd_model.config, SHIFT_CONFIG_KEY, True)
+    ids = [tokenizer(p)["input_ids"] for p in PROMPTS]
+    recorder = RecordingSolver(solver)
+    decoder = BlockDecoder(sbd_model, tokenizer, DecodeConfig(block_size=4, max_new_tokens=11, eos_token_ids=()),
+                           recorder)
+    assert decoder.setup.shifted
+    gens = decoder.decode_batch(ids)
+    check_sbd_path(sbd_model, ids, gens, recorder.calls, 4, 11, (), excluded=decoder.setup.excluded_ids, shifted=True)
+
+
+def test_blocks_of_one_read_the_ntp_logits(sbd_model, tokenizer):
+    """With blocks of one token a shifted model's every prediction is its NTP logit: the same logits as NTP mode."""
+    setattr(sbd_model.config, SHIFT_CONFIG_KEY, True)
+    ids = [tokenizer(p)["input_ids"] for p in PROMPTS]
+    runs = {}
+    for mode in ("sbd", "ntp"):
+        recorder = RecordingSolver(get_solver("topk", n=1))
+        config = DecodeConfig(mode=mode, block_size=1, max_new_tokens=6, eos_token_ids=())
+        gens = BlockDecoder(sbd_model, tokenizer, config, recorder).decode_batch(ids)
+        runs[mode] = (gens, recorder.calls)
+    (sbd_gens, sbd_calls), (ntp_gens, ntp_calls) = runs["sbd"], runs["ntp"]
+    assert len(sbd_calls) == len(ntp_calls) == 6
+    for step, (a, b) in enumerate(zip(sbd_calls, ntp_calls)):
+        if not torch.equal(a.tokens, b.tokens):  # only where the two paths' float sums straddle a near tie
+            top = b.logits.topk(2, dim=-1).values
+            assert (top[..., 0] - top[..., 1]).min() < 1e-4, f"step {step}: tokens differ"
+            return
+        diff = (a.logits - b.logits).nan_to_num(0.0, 0.0, 0.0).abs().max().item()
+        assert diff <= 1e-4, f"step {step}: logits differ by {diff:.2e}"
+    assert [g.token_ids for g in sbd_gens] == [g.token_ids for g in ntp_gens]
+
+
+def test_the_engine_leaves_a_shifted_model_to_the_reference(sbd_model, tokenizer):
+    setattr(sbd_model.config, SHIFT_CONFIG_KEY, True)
+    config = DecodeConfig(block_size=4, max_new_tokens=4, engine="fast")
+    assert isinstance(make_block_decoder(sbd_model, tokenizer, config, get_solver("eb", gamma=0.1)), BlockDecoder)
+    assert isinstance(make_block_decoder(sbd_model, tokenizer, DecodeConfig(mode="ntp", engine="fast")), FastDecoder)
+    with pytest.raises(ValueError, match="matp_shift"):
+        FastDecoder(sbd_model, tokenizer, config, get_solver("eb", gamma=0.1))
+    verify = BlockDecoder(sbd_model, tokenizer, config, get_solver("eb", gamma=0.1, verify="greedy"))
+    with pytest.raises(ValueError, match="matp_shift"):
+        verify.decode_batch([tokenizer("hi")["input_ids"]])
