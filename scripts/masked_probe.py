@@ -5,7 +5,9 @@ head (from the token before it) and by the mask query at its place in a block of
 the decoder's would (blocks tile the target from its first token; the prompt is the clean prefix). Prints the two
 accuracies by position in the block, for the tokens a solution computes (math: the digits of a column result, a step
 result and the answer) and for the rest (copied operands, template). One forward per problem: the training layout
-``[clean | noised]`` with every target token masked in the noised half.
+``[clean | noised]`` with every target token masked in the noised half. A model trained with shifted MATP labels
+(``matp_shift``) is read as its decoder reads it: a block's first token from the NTP logit, the token at block position
+j from the noised position j - 1.
 
     python scripts/masked_probe.py results/study-r0/models/tiny-llama/sbd --task math --problems 200 --block 6
 """
@@ -19,6 +21,7 @@ from collections import defaultdict
 import torch
 
 from sbd_core.checkpoint import load
+from sbd_core.decoding.setup import shifted_matp
 from sbd_core.mask_token import mask_token_id
 from sbd_core.masking import SBDBatch, backend_mask, dense_mask
 from sbd_core.tasks import get_task
@@ -61,7 +64,7 @@ def probe_layout(ids: list[int], target: list[int], block: int, mask_id: int, pa
 def probe(model, tokenizer, task: str, problems: list[dict], block: int) -> dict:
     """Counts ``{(kind, position in block): [tokens, NTP right, masked right]}`` over ``problems``."""
     spec = get_task(task)
-    mask_id = mask_token_id(model)
+    mask_id, shifted = mask_token_id(model), shifted_matp(model)
     counts: dict = defaultdict(lambda: [0, 0, 0])
     for problem in problems:
         prompt, target_text = spec.prompt_text(problem), spec.target_text(problem)
@@ -78,10 +81,12 @@ def probe(model, tokenizer, task: str, problems: list[dict], block: int) -> dict
             col = j + pad
             start, end = offsets[j - first]
             kind = "computed" if computed & set(range(start, end)) else "other"
-            cell = counts[(kind, (j - first) % block)]
+            position = (j - first) % block
+            cell = counts[(kind, position)]
+            masked = logits[n + col] if not shifted else logits[col - 1] if position == 0 else logits[n + col - 1]
             cell[0] += 1
             cell[1] += int(logits[col - 1].argmax() == ids[j])
-            cell[2] += int(logits[n + col].argmax() == ids[j])
+            cell[2] += int(masked.argmax() == ids[j])
     return dict(counts)
 
 

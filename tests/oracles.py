@@ -148,14 +148,16 @@ def check_greedy_path(ours: list[int], our_logits: torch.Tensor, ref: list[int],
     assert len(ours) == len(ref), f"{len(ours)} tokens, generate gave {len(ref)}"
 
 
-def check_engine_path(model, prompts, gens, calls, slots, block_size, max_new, eos, excluded, atol=ATOL) -> None:
+def check_engine_path(model, prompts, gens, calls, slots, block_size, max_new, eos, excluded, atol=ATOL,
+                      shifted=False) -> None:
     """Check one fast-engine decode (SBD mode, no stop strings) of ``prompts`` with ``slots`` rows at a time.
 
     The engine's scheduling is part of what is checked: slot ``s`` starts with prompt ``s``; a slot freed by a stop
     takes the next prompt in input order (freed slots in increasing order). Per forward (one solver call over all
     slots): a slot without a row has nothing masked; a slot's masked set is its row's, padded with False to the
     block size; every masked row's logits equal :func:`reference_logits`; reveals and stops are rebuilt from the
-    solver's answers. Per row: tokens, stop reason and NFE, as :func:`check_sbd_path`.
+    solver's answers. Per row: tokens, stop reason and NFE, as :func:`check_sbd_path`. ``shifted``: the model was
+    trained with ``matp_shift`` (:func:`reference_logits`).
     """
     mask_id = model.config.sbd_mask_token_id
     queue = list(range(len(prompts)))[::-1]
@@ -188,7 +190,7 @@ def check_engine_path(model, prompts, gens, calls, slots, block_size, max_new, e
             length = len(block[r])
             assert call.masked[s].tolist() == masked[r] + [False] * (block_size - length), f"row {r}: masked set"
             nfe[r] += 1
-            ref = reference_logits(model, seqs[r], block[r], excluded)
+            ref = reference_logits(model, seqs[r], block[r], excluded, shifted)
             _close(call.logits[s, :length], ref, atol, f"row {r} (slot {s}), block at {gen_len[r]}, forward {nfe[r]}")
             assert not call.reveal[s, length:].any(), f"row {r}: revealed a position past its block"
             for i in torch.nonzero(call.reveal[s]).flatten().tolist():

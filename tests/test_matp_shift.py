@@ -1,13 +1,14 @@
-"""Shifted MATP labels (training option ``matp_shift``, a departure): the labels, what a fine-tune records, and the
-reference decoder reading each block position one position earlier, against a slow reference and against NTP mode."""
+"""Shifted MATP labels (training option ``matp_shift``, a departure): the labels, what a fine-tune records, and both
+decoders reading each block position one position earlier, against a slow reference and against NTP mode; the
+engine's step with it still traces into one graph."""
 
 import pytest
 import torch
+from torch._dynamo.utils import counters
 
-from oracles import RecordingSolver, check_sbd_path
+from oracles import RecordingSolver, check_engine_path, check_sbd_path, eos_splitting
 from sbd_core.decode_config import DecodeConfig
 from sbd_core.decoding.engine import FastDecoder
-from sbd_core.decoding.factory import make_block_decoder
 from sbd_core.decoding.reference import BlockDecoder
 from sbd_core.decoding.solvers import get_solver
 from sbd_core.masking import IGNORE_INDEX, build_batch, shift_to_previous
@@ -84,13 +85,37 @@ def test_blocks_of_one_read_the_ntp_logits(sbd_model, tokenizer):
     assert [g.token_ids for g in sbd_gens] == [g.token_ids for g in ntp_gens]
 
 
-def test_the_engine_leaves_a_shifted_model_to_the_reference(sbd_model, tokenizer):
+@pytest.mark.parametrize("slots", [1, 2])
+def test_shifted_engine_follows_slow_reference(sbd_model, tokenizer, slots):
+    """Rows stop at different blocks, so slots are refilled mid-run: a new row's first block reads its prompt's NTP
+    logits while the other slots re-feed their finished blocks."""
     setattr(sbd_model.config, SHIFT_CONFIG_KEY, True)
-    config = DecodeConfig(block_size=4, max_new_tokens=4, engine="fast")
-    assert isinstance(make_block_decoder(sbd_model, tokenizer, config, get_solver("eb", gamma=0.1)), BlockDecoder)
-    assert isinstance(make_block_decoder(sbd_model, tokenizer, DecodeConfig(mode="ntp", engine="fast")), FastDecoder)
+    ids, solver = [tokenizer(p)["input_ids"] for p in PROMPTS], get_solver("eb", gamma=0.5)
+    free = FastDecoder(sbd_model, tokenizer, DecodeConfig(block_size=4, max_new_tokens=13, eos_token_ids=()), solver)
+    eos = (eos_splitting(free.generate(ids), 4),)
+    recorder = RecordingSolver(solver)
+    config = DecodeConfig(block_size=4, max_new_tokens=13, eos_token_ids=eos, batch_size=slots)
+    engine = FastDecoder(sbd_model, tokenizer, config, recorder)
+    gens = engine.generate(ids)
+    check_engine_path(sbd_model, ids, gens, recorder.calls, slots, 4, 13, eos, excluded=engine.setup.excluded_ids,
+                      shifted=True)
+
+
+def test_the_shifted_step_traces_into_one_graph(sbd_model, tokenizer):
+    setattr(sbd_model.config, SHIFT_CONFIG_KEY, True)
+    torch._dynamo.reset()
+    counters.clear()
+    config = DecodeConfig(block_size=4, max_new_tokens=6, eos_token_ids=(), batch_size=2, compile=True)
+    engine = FastDecoder(sbd_model, tokenizer, config, get_solver("eb", gamma=0.5), backend="eager")
+    engine.generate([tokenizer(p)["input_ids"] for p in PROMPTS])  # fullgraph=True: a graph break raises
+    assert not counters["graph_break"] and counters["stats"]["unique_graphs"] == 2  # the step and the prefill
+    torch._dynamo.reset()
+
+
+def test_verify_refuses_a_shifted_model(sbd_model, tokenizer):
+    setattr(sbd_model.config, SHIFT_CONFIG_KEY, True)
+    config, solver = DecodeConfig(block_size=4, max_new_tokens=4), get_solver("eb", gamma=0.1, verify="greedy")
     with pytest.raises(ValueError, match="matp_shift"):
-        FastDecoder(sbd_model, tokenizer, config, get_solver("eb", gamma=0.1))
-    verify = BlockDecoder(sbd_model, tokenizer, config, get_solver("eb", gamma=0.1, verify="greedy"))
+        FastDecoder(sbd_model, tokenizer, config, solver)
     with pytest.raises(ValueError, match="matp_shift"):
-        verify.decode_batch([tokenizer("hi")["input_ids"]])
+        BlockDecoder(sbd_model, tokenizer, config, solver).decode_batch([tokenizer("hi")["input_ids"]])

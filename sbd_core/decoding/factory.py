@@ -12,7 +12,6 @@ from ..samplers import Sampler, as_sampler
 from .engine import FastDecoder
 from .peers import PeerDecoder
 from .reference import BlockDecoder
-from .setup import shifted_matp
 from .solvers import Solver, get_solver
 
 log = logging.getLogger("sbd_core")
@@ -38,14 +37,10 @@ def make_decoder(model, tokenizer, config: DecodeConfig, sampler: Sampler | dict
 def make_block_decoder(model, tokenizer, config: DecodeConfig | None = None, solver=None):
     """The decoder ``config.engine`` names for ``solver``: the fast engine (:class:`.engine.FastDecoder`) or the
     reference (:class:`.reference.BlockDecoder`). ``verify: sample`` always decodes on the reference: the engine
-    verifies greedy drafts only (its speculative-sampling rule is tested on the reference). So does SBD mode on a model
-    trained with shifted MATP labels (``matp_shift``, a departure the engine does not implement)."""
+    verifies greedy drafts only (its speculative-sampling rule is tested on the reference)."""
     config = config or DecodeConfig()
     if config.engine == "fast" and verify_mode(config, solver) == "sample":
         log.info("verify: sample: decoding with the reference decoder (the engine verifies greedy drafts only)")
-        config = replace(config, engine="reference")
-    if config.engine == "fast" and config.mode == "sbd" and shifted_matp(model):
-        log.info("matp_shift: decoding with the reference decoder (the engine reads the paper's MATP layout only)")
         config = replace(config, engine="reference")
     decoder = FastDecoder if config.engine == "fast" else BlockDecoder
     return decoder(model, tokenizer, config, solver)

@@ -64,10 +64,10 @@ class FastDecoder:
         self.mode = self.config.mode
         self.block_size = self.config.block_size if self.mode == "sbd" else 1
         self.setup = DecodeSetup.of(model, tokenizer, self.config)
-        if self.setup.shifted:
-            raise ValueError("the engine reads the paper's MATP layout only; a model trained with matp_shift decodes on "
-                             "the reference decoder (make_block_decoder picks it)")
         self.verify = self.mode == "sbd" and getattr(self.solver, "verify", "none") != "none"
+        if self.verify and self.setup.shifted:
+            raise ValueError("verify decodes models trained with the paper's MATP labels only; this model was "
+                             "trained with matp_shift")
         if self.verify and self.solver.verify == "sample":
             raise ValueError("verify: sample does not run on decode.engine 'fast' (its speculative-sampling rule is "
                              "tested on the reference decoder); use decode.engine: reference (make_decoder picks it)")
@@ -120,7 +120,8 @@ class FastDecoder:
         self.state = Slots(rows, self.block_size, self.config.max_new_tokens + self.block_size, self.mode,
                            self.setup.mask_id, eos.to(device), token_table(self.tokenizer, vocab, self.config.stop_strings,
                                                                      device),
-                           excluded_index(self.setup.excluded_ids, vocab, device), self.solver, device)
+                           excluded_index(self.setup.excluded_ids, vocab, device), self.solver, device,
+                           self.setup.shifted)
         self.stepper = Stepper(self.state, self.forward, self.compile, self.attention, self.backend)
 
 
@@ -257,9 +258,14 @@ class DecodeRun:
         engine, device = self.engine, self.engine.model.device
         fed = [self.ids[row][:-1] if engine.mode == "ntp" else self.ids[row] for _, row in take]  # NTP: all but one
         now = time.perf_counter()
-        if any(fed):
-            self.prefill_prompts([slot for slot, _ in take], fed)
+        hidden = self.prefill_prompts([slot for slot, _ in take], fed) if any(fed) else None
         slots = torch.tensor([slot for slot, _ in take], device=device)
+        if self.state.shifted:  # block position 0 of a shifted model: the NTP logits of the prompt's last token
+            if not all(fed):
+                raise ValueError("a model trained with matp_shift predicts a block's first token from the token before "
+                                 "it: the prompt must not be empty")
+            last_index = torch.tensor([len(f) for f in fed], device=device).cumsum(0) - 1
+            self.state.head[slots] = self.forward.logits(hidden[last_index])
         lengths = torch.tensor([len(f) for f in fed], device=device)
         rooms = torch.tensor([self.rooms[row] for _, row in take], device=device)
         last = torch.tensor([self.ids[row][-1] for _, row in take], device=device)

@@ -62,11 +62,13 @@ class Slots:
     """Decoding state of ``slots`` rows (mode ``sbd`` with blocks of ``block_size``, or ``ntp``), allocated once.
 
     ``excluded`` is the index of the ids never written (:func:`sbd_core.decoding.solvers.excluded_index`);
-    ``capacity`` the most tokens a row generates."""
+    ``capacity`` the most tokens a row generates. ``shifted`` (SBD mode, a model trained with ``matp_shift``): block
+    position j is read at the token before it, position 0 at the NTP logits ``head`` of the token before the block (set
+    at admission from the prompt's last token, then by each forward that re-feeds a finished block)."""
 
     def __init__(self, slots: int, block_size: int, capacity: int, mode: str, mask_id: int | None, eos_table,
-                 stop_table, excluded: torch.Tensor, solver, device):
-        self.n, self.mode = slots, mode
+                 stop_table, excluded: torch.Tensor, solver, device, shifted: bool = False):
+        self.n, self.mode, self.shifted = slots, mode, shifted and mode == "sbd"
         self.k = block_size if mode == "sbd" else 1
         self.mask_id = mask_id if mode == "sbd" else 0
         self.eos_table, self.stop_table, self.excluded, self.solver = eos_table, stop_table, excluded, solver
@@ -78,6 +80,8 @@ class Slots:
         self.gen = zeros(slots, capacity)
         self.widths = zeros(slots, capacity + 1)  # per counted forward, the tokens the row fed; column -1: a sink
         self.arange_k = torch.arange(self.k, device=device)
+        if self.shifted:  # [S, V] float32: the logits that predict each slot's block position 0
+            self.head = torch.zeros(slots, eos_table.shape[0], dtype=torch.float32, device=device)
 
     def buffers(self) -> list[torch.Tensor]:
         """Every state tensor (updated in place, never reallocated)."""
@@ -134,8 +138,19 @@ class Slots:
         else:
             plan = DensePlan(batch, None, self.n + 1, width, span)
         hidden = forward(batch, plan)
-        status = self.update(forward.logits(hidden[logit_index]))
+        logits = self._shifted_logits(forward, hidden, logit_index) if self.shifted else \
+            forward.logits(hidden[logit_index])
+        status = self.update(logits)
         return torch.cat([status.flatten(), self.next_shape()])
+
+    def _shifted_logits(self, forward, hidden: torch.Tensor, logit_index: torch.Tensor) -> torch.Tensor:
+        """[S, k, V]: each block position's logits read one token earlier; position 0 from the last re-fed token where
+        this forward re-feeds a finished block (the new ``head``), else from ``head``."""
+        refeed, _ = self.feeds()
+        logits = forward.logits(hidden[(logit_index - 1).clamp(min=0)])
+        head = torch.where((refeed > 0)[:, None], logits[:, 0], self.head)
+        self.head.copy_(head)
+        return torch.cat([head[:, None], logits[:, 1:]], dim=1)
 
     def feeds(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Per slot, the tokens re-fed causally and the tokens of its block, in the next forward."""
