@@ -11,6 +11,9 @@ from sbd_core.decode_config import DecodeConfig
 from sbd_core.decoding.engine import FastDecoder
 from sbd_core.decoding.reference import BlockDecoder
 from sbd_core.decoding.solvers import get_solver
+from sbd_core.errors import UserError
+from sbd_core.pipeline.plan import check_shifted_samplers
+from sbd_core.samplers import expand_samplers
 from sbd_core.masking import IGNORE_INDEX, build_batch, shift_to_previous
 from sbd_core.train_config import SHIFT_CONFIG_KEY, TrainConfig
 
@@ -119,3 +122,15 @@ def test_verify_refuses_a_shifted_model(sbd_model, tokenizer):
         FastDecoder(sbd_model, tokenizer, config, solver)
     with pytest.raises(ValueError, match="matp_shift"):
         BlockDecoder(sbd_model, tokenizer, config, solver).decode_batch([tokenizer("hi")["input_ids"]])
+
+
+def test_a_config_with_matp_shift_and_verify_is_refused_before_any_job():
+    specs = expand_samplers([{"solver": "ntp"}, {"solver": "eb", "gamma": [0.1]},
+                             {"solver": "eb", "gamma": [0.1], "verify": "greedy"}])
+    every = lambda objective: list(specs)  # noqa: E731
+    with pytest.raises(UserError, match=r"matp_shift.*\['eb-entropy-g0.1-verify'\]"):
+        check_shifted_samplers(["ntp", "sbd"], {"matp_shift": True}, specs, every)
+    check_shifted_samplers(["ntp", "sbd"], {"matp_shift": False}, specs, every)  # the paper's labels: verify decodes
+    check_shifted_samplers(["ntp"], {"matp_shift": True}, specs, every)  # no SBD arm to verify
+    plain = lambda objective: [tag for tag in specs if "verify" not in tag]  # noqa: E731
+    check_shifted_samplers(["ntp", "sbd"], {"matp_shift": True}, specs, plain)  # decode.restrict leaves verify out

@@ -14,7 +14,7 @@ from ..errors import UserError, user_input
 from ..launch import LaunchSettings
 from ..samplers import NTP
 from ..settings import check_types
-from ..train_config import TrainConfig, micro_batches_per_step
+from ..train_config import OBJECTIVES, TrainConfig, micro_batches_per_step
 from .arms import Arm
 
 
@@ -58,6 +58,20 @@ def samplers_of(objective: str, samplers: Sequence[str], peers: Sequence[str],
     if objective == "ntp" and NTP not in chosen:
         raise UserError("decode.restrict.ntp must include ntp (the baseline every speedup is measured against)")
     return list(chosen)
+
+
+def check_shifted_samplers(objectives: Sequence[str], spec: Mapping, sampler_specs: Mapping[str, dict],
+                           samplers_for) -> None:
+    """UserError when ``finetune.matp_shift`` is on and an SBD arm would be decoded with ``verify``, which reads the
+    paper's MATP layout only (the decoders refuse it too, but only after the fine-tune)."""
+    if not spec.get("matp_shift"):
+        return
+    verified = sorted({tag for objective in objectives if OBJECTIVES.get(objective) == "sbd"
+                       for tag in samplers_for(objective)
+                       if sampler_specs[tag].get("params", {}).get("verify", "none") != "none"})
+    if verified:
+        raise UserError(f"finetune.matp_shift: true cannot be decoded with verify (decode.samplers {verified}): verify "
+                        "reads the paper's MATP layout only; drop those samplers or matp_shift")
 
 
 def runs(models: Sequence[str], arms: Mapping[str, Arm], samplers_for) -> list[tuple[str, str, str]]:

@@ -180,6 +180,9 @@ def samplers_of(objective):
     return _checked(plan.samplers_of, objective, list(SAMPLERS), PEERS, config["decode"].get("restrict", {}))
 
 
+_checked(plan.check_shifted_samplers, OBJECTIVES, config["finetune"], SAMPLERS, samplers_of)
+
+
 def runs():
     """(model, arm, sampler) of every decode run."""
     return plan.runs(MODELS, ARMS, samplers_of)
