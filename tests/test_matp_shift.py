@@ -119,7 +119,7 @@ def test_verify_refuses_a_shifted_model(sbd_model, tokenizer):
     setattr(sbd_model.config, SHIFT_CONFIG_KEY, True)
     config, solver = DecodeConfig(block_size=4, max_new_tokens=4), get_solver("eb", gamma=0.1, verify="greedy")
     with pytest.raises(ValueError, match="matp_shift"):
-        FastDecoder(sbd_model, tokenizer, config, solver)
+        FastDecoder(sbd_model, tokenizer, config, solver).generate([tokenizer("hi")["input_ids"]])
     with pytest.raises(ValueError, match="matp_shift"):
         BlockDecoder(sbd_model, tokenizer, config, solver).decode_batch([tokenizer("hi")["input_ids"]])
 

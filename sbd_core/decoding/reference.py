@@ -63,9 +63,6 @@ class BlockDecoder:
     def decode_batch(self, prompt_ids: list[list[int]]) -> list[Generation]:
         """Decode one batch of tokenized prompts."""
         if self.verify:
-            if self.setup.shifted:
-                raise ValueError("verify decodes models trained with the paper's MATP labels only; this model was "
-                                 "trained with matp_shift")
             return ReferenceVerify(self, prompt_ids).run()
         st = self.start(prompt_ids)
         if self.config.mode == "ntp":

@@ -112,6 +112,9 @@ class VerifyLoop:
     (:class:`sbd_core.decoding.reference.ReferenceVerify`, :class:`sbd_core.decoding.engine.verified.EngineVerify`)."""
 
     def __init__(self, solver, setup: DecodeSetup, device):
+        if setup.shifted:  # its drafts are read off the paper's layout (block position j at the mask at j)
+            raise ValueError("verify decodes models trained with the paper's MATP labels only; this model was "
+                             "trained with matp_shift")
         self.solver, self.setup, self.rows = solver, setup, []
         self.verifier = Verifier(solver, device)
 

@@ -65,9 +65,6 @@ class FastDecoder:
         self.block_size = self.config.block_size if self.mode == "sbd" else 1
         self.setup = DecodeSetup.of(model, tokenizer, self.config)
         self.verify = self.mode == "sbd" and getattr(self.solver, "verify", "none") != "none"
-        if self.verify and self.setup.shifted:
-            raise ValueError("verify decodes models trained with the paper's MATP labels only; this model was "
-                             "trained with matp_shift")
         if self.verify and self.solver.verify == "sample":
             raise ValueError("verify: sample does not run on decode.engine 'fast' (its speculative-sampling rule is "
                              "tested on the reference decoder); use decode.engine: reference (make_decoder picks it)")
