@@ -66,6 +66,11 @@ class Sampler:
         return "sbd" if self.mode == "sbd" else NTP
 
     @property
+    def verify(self) -> str:
+        """Its verify mode: ``none`` (plain), ``greedy`` or ``sample`` (lossless SBD, docs/verify.md)."""
+        return self.params.get("verify", "none")
+
+    @property
     def rule_name(self) -> str:
         """The solver rule it decides with (NTP decoding: a one-position rule that only picks the token)."""
         return _NTP_SOLVER if self.mode == NTP else self.name

@@ -60,6 +60,15 @@ def probe_layout(ids: list[int], target: list[int], block: int, mask_id: int, pa
     return batch, pad
 
 
+def masked_row(n: int, col: int, position: int, shifted: bool) -> int:
+    """The row of the probe's ``[clean N | noised N]`` logits that predicts clean column ``col`` (at ``position`` in
+    its block) in SBD mode: its own mask query; for a shifted model the noised token before it, and at a block's first
+    position the clean token before it (the NTP logit)."""
+    if not shifted:
+        return n + col
+    return col - 1 if position == 0 else n + col - 1
+
+
 @torch.no_grad()
 def probe(model, tokenizer, task: str, problems: list[dict], block: int) -> dict:
     """Counts ``{(kind, position in block): [tokens, NTP right, masked right]}`` over ``problems``."""
@@ -83,10 +92,9 @@ def probe(model, tokenizer, task: str, problems: list[dict], block: int) -> dict
             kind = "computed" if computed & set(range(start, end)) else "other"
             position = (j - first) % block
             cell = counts[(kind, position)]
-            masked = logits[n + col] if not shifted else logits[col - 1] if position == 0 else logits[n + col - 1]
             cell[0] += 1
             cell[1] += int(logits[col - 1].argmax() == ids[j])
-            cell[2] += int(masked.argmax() == ids[j])
+            cell[2] += int(logits[masked_row(n, col, position, shifted)].argmax() == ids[j])
     return dict(counts)
 
 

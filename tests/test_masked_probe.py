@@ -65,3 +65,11 @@ def test_a_masked_block_does_not_see_its_own_tokens(sbd_model, tokenizer):
     assert torch.allclose(base[:pad + first + block], moved[:pad + first + block], atol=1e-5)
     third = slice(n + pad + first + 2 * block, n + pad + first + 3 * block)
     assert not torch.allclose(base[third], moved[third], atol=1e-3)
+
+
+def test_a_shifted_model_is_read_one_token_earlier():
+    n = 20  # [clean 20 | noised 20]; clean column 7 is the target
+    assert probe.masked_row(n, 7, position=3, shifted=False) == 27  # its own mask query
+    assert probe.masked_row(n, 7, position=3, shifted=True) == 26  # the noised token before it
+    assert probe.masked_row(n, 7, position=0, shifted=True) == 6  # a block's first token: the NTP logit before it
+

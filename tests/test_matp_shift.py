@@ -16,6 +16,7 @@ from sbd_core.pipeline.plan import check_shifted_samplers
 from sbd_core.samplers import expand_samplers
 from sbd_core.masking import IGNORE_INDEX, build_batch, shift_to_previous
 from sbd_core.train_config import SHIFT_CONFIG_KEY, TrainConfig
+from test_engine_compile import fresh_dynamo  # noqa: F401 (a fixture)
 
 X = IGNORE_INDEX
 PROMPTS = ["hi", "a longer prompt here", "mid size"]
@@ -104,15 +105,12 @@ def test_shifted_engine_follows_slow_reference(sbd_model, tokenizer, slots):
                       shifted=True)
 
 
-def test_the_shifted_step_traces_into_one_graph(sbd_model, tokenizer):
+def test_the_shifted_step_traces_into_one_graph(sbd_model, tokenizer, fresh_dynamo):
     setattr(sbd_model.config, SHIFT_CONFIG_KEY, True)
-    torch._dynamo.reset()
-    counters.clear()
     config = DecodeConfig(block_size=4, max_new_tokens=6, eos_token_ids=(), batch_size=2, compile=True)
     engine = FastDecoder(sbd_model, tokenizer, config, get_solver("eb", gamma=0.5), backend="eager")
     engine.generate([tokenizer(p)["input_ids"] for p in PROMPTS])  # fullgraph=True: a graph break raises
     assert not counters["graph_break"] and counters["stats"]["unique_graphs"] == 2  # the step and the prefill
-    torch._dynamo.reset()
 
 
 def test_verify_refuses_a_shifted_model(sbd_model, tokenizer):

@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 from ..errors import UserError, user_input
 from ..launch import LaunchSettings
-from ..samplers import NTP
+from ..samplers import NTP, as_sampler
 from ..settings import check_types
 from ..train_config import OBJECTIVES, TrainConfig, micro_batches_per_step
 from .arms import Arm
@@ -68,7 +68,7 @@ def check_shifted_samplers(objectives: Sequence[str], spec: Mapping, sampler_spe
         return
     verified = sorted({tag for objective in objectives if OBJECTIVES.get(objective) == "sbd"
                        for tag in samplers_for(objective)
-                       if sampler_specs[tag].get("params", {}).get("verify", "none") != "none"})
+                       if as_sampler(sampler_specs[tag]).verify != "none"})
     if verified:
         raise UserError(f"finetune.matp_shift: true cannot be decoded with verify (decode.samplers {verified}): verify "
                         "reads the paper's MATP layout only; drop those samplers or matp_shift")

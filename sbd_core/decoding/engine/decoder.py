@@ -257,13 +257,10 @@ class DecodeRun:
         now = time.perf_counter()
         hidden = self.prefill_prompts([slot for slot, _ in take], fed) if any(fed) else None
         slots = torch.tensor([slot for slot, _ in take], device=device)
-        if self.state.shifted:  # block position 0 of a shifted model: the NTP logits of the prompt's last token
-            if not all(fed):
-                raise ValueError("a model trained with matp_shift predicts a block's first token from the token before "
-                                 "it: the prompt must not be empty")
-            last_index = torch.tensor([len(f) for f in fed], device=device).cumsum(0) - 1
-            self.state.head[slots] = self.forward.logits(hidden[last_index])
         lengths = torch.tensor([len(f) for f in fed], device=device)
+        if self.state.shifted:  # block position 0 of a shifted model: the NTP logits of the prompt's last token (SBD
+            # mode prefills every prompt token, and encode_prompt refuses an empty prompt)
+            self.state.head[slots] = self.forward.logits(hidden[lengths.cumsum(0) - 1])
         rooms = torch.tensor([self.rooms[row] for _, row in take], device=device)
         last = torch.tensor([self.ids[row][-1] for _, row in take], device=device)
         self.state.admit(slots, lengths, rooms, last)
