@@ -9,7 +9,9 @@ Shifted MATP labels (training option ``matp_shift``, a departure from the paper,
 ``j`` predicts the masked token at ``j + 1`` of its own block instead of the one at ``j``, as the clean half predicts
 the next token; a block's first token is then the clean half's NTP target alone (the decoder reads it from the NTP
 logit of the token before the block). Every noised position is a query in the noised block either way, so nothing
-it may not see enters: the masked token it predicts is a mask in its input.
+it may not see enters: the masked token it predicts is a mask in its input. ``matp_shift: revealed`` moves a label
+only where the token before it is revealed (or is the token before the block); a mask after a mask keeps its own label,
+as in the paper, so a mask query never predicts the token after it.
 
 Attention (the paper's mask), with ``n = N`` and noised position ``j`` in block ``j // k``:
   clean -> clean   causal;
@@ -40,6 +42,8 @@ from dataclasses import dataclass, replace
 
 import torch
 from torch.nn.attention.flex_attention import create_block_mask
+
+from .train_config import SHIFT_REVEALED
 
 IGNORE_INDEX = -100
 FLEX_BLOCK = 128  # FlexAttention's block size: the layout length it is given is a multiple of this
@@ -97,7 +101,7 @@ def build_batch(
     loss_mask: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
     matp_loss_mask: torch.Tensor | None = None,
-    shift: bool = False,
+    shift: bool | str = False,
 ) -> SBDBatch:
     """Build one training batch from token rows ``sequence`` [B, N+1].
 
@@ -105,7 +109,8 @@ def build_batch(
     [B, N+1] marks packed documents (``-1`` = padding); ``loss_mask`` [B, N+1] marks tokens that may be targets (e.g. to
     exclude prompts); ``matp_loss_mask`` (default: ``loss_mask``) does the same for MATP targets alone. ``generator``
     drives the masking-rate and token-mask draws. :func:`drop_empty_segments` then leaves out noised segments without
-    a MATP target (exact). ``shift`` puts each MATP label on the noised position before its token (module doc).
+    a MATP target (exact). ``shift`` puts each MATP label on the noised position before its token; ``"revealed"`` only
+where that position is not a mask (module doc).
     """
     if sequence.dim() != 2 or sequence.shape[1] < 2:
         raise ValueError(f"sequence must be [batch, N+1] with N >= 1, got shape {tuple(sequence.shape)}")
@@ -127,7 +132,8 @@ def build_batch(
     matp_mask = loss_mask if matp_loss_mask is None else matp_loss_mask
     noised, matp_labels = noise_copy(clean, clean_docs, mask_token_id, generator, matp_mask)
     if shift:
-        matp_labels = shift_to_previous(matp_labels, clean_docs, block_size)
+        after_mask = noised.eq(mask_token_id) if shift == SHIFT_REVEALED else None
+        matp_labels = shift_to_previous(matp_labels, clean_docs, block_size, after_mask)
     return SBDBatch(
         input_ids=torch.cat([clean, noised], dim=1),
         position_ids=torch.cat([positions, positions], dim=1),
@@ -148,15 +154,21 @@ def noise_copy(clean, clean_docs, mask_token_id, generator=None, loss_mask=None)
     return noised, clean.masked_fill(~target, IGNORE_INDEX)
 
 
-def shift_to_previous(matp_labels: torch.Tensor, clean_docs: torch.Tensor, block_size: int) -> torch.Tensor:
+def shift_to_previous(matp_labels: torch.Tensor, clean_docs: torch.Tensor, block_size: int,
+                      masked: torch.Tensor | None = None) -> torch.Tensor:
     """Each MATP label [B, N] moved one position left, onto the token before it in the same block and document; labels
-    on a block's (or a document's) first token are dropped: the clean half's NTP label already has that target."""
+    on a block's (or a document's) first token are dropped: the clean half's NTP label already has that target.
+    ``masked`` [B, N] (the noised half's mask positions; ``matp_shift: revealed``): a label whose token before it is a
+    mask stays where it is. No position gets two labels: a moved label lands on a revealed token, which has none."""
     shifted = torch.full_like(matp_labels, IGNORE_INDEX)
     if matp_labels.shape[1] < 2:
         return shifted
     idx = torch.arange(1, matp_labels.shape[1], device=matp_labels.device)
     same_segment = (idx % block_size != 0) & (clean_docs[:, 1:] == clean_docs[:, :-1])
-    shifted[:, :-1] = matp_labels[:, 1:].masked_fill(~same_segment, IGNORE_INDEX)
+    after_mask = torch.zeros_like(same_segment) if masked is None else same_segment & masked[:, :-1]
+    shifted[:, :-1] = matp_labels[:, 1:].masked_fill(~same_segment | after_mask, IGNORE_INDEX)
+    stays = after_mask & matp_labels[:, 1:].ne(IGNORE_INDEX)  # (an unmasked token may hold its successor's label)
+    shifted[:, 1:] = torch.where(stays, matp_labels[:, 1:], shifted[:, 1:])
     return shifted
 
 

@@ -11,6 +11,9 @@ ATTENTION = ("auto", "flex", "sdpa", "eager")
 # Where a fine-tune records in the model config that its MATP labels were shifted (matp_shift): every SBD decoder of
 # the checkpoint must read its block the same way (sbd_core.decoding.setup).
 SHIFT_CONFIG_KEY = "sbd_matp_shift"
+# matp_shift's third value (beside false, the paper's labels, and true, every masked token predicted from the position
+# before it): only where that position is a revealed token or the token before the block (sbd_core.masking)
+SHIFT_REVEALED = "revealed"
 # The paper's values of the settings a recipe may depart from (loss_on_prompt: the paper does not say; every token is
 # a target, as in its pretraining-style data).
 PAPER_RECIPE = {"loss_on_prompt": True, "matp_on_prompt": True, "matp_loss_weight": 1.0, "matp_shift": False,
@@ -49,8 +52,8 @@ class TrainConfig:
     # Objective options; the defaults are the paper's recipe, anything else is a departure (see departures()).
     matp_on_prompt: bool = True  # MATP targets may be prompt tokens (False: answers only; NTP follows loss_on_prompt)
     matp_loss_weight: float = 1.0  # scales each MATP label's cross-entropy in the pooled mean (sbd_core.objective)
-    matp_shift: bool = False  # each masked token predicted from the position before it (sbd_core.masking); decoders read
-    # it from the model config (SHIFT_CONFIG_KEY)
+    matp_shift: bool | str = False  # each masked token predicted from the position before it (True), or only where that
+    # position is revealed ("revealed"); sbd_core.masking. Decoders read it from the model config (SHIFT_CONFIG_KEY)
     drop_empty_blocks: bool = True  # exact speed-up: leave out noised blocks without a MATP target (sbd_core.masking)
 
     def __post_init__(self):
@@ -58,6 +61,8 @@ class TrainConfig:
             raise ValueError(f"objective must be one of {sorted(OBJECTIVES)}, got {self.objective!r}")
         if not self.matp_loss_weight > 0:
             raise ValueError(f"matp_loss_weight must be > 0 (1 = the paper), got {self.matp_loss_weight}")
+        if not (isinstance(self.matp_shift, bool) or self.matp_shift == SHIFT_REVEALED):
+            raise ValueError(f"matp_shift must be false, true or 'revealed', got {self.matp_shift!r}")
         if not 1 <= self.block_size_min <= self.block_size_max:
             raise ValueError(f"need 1 <= block_size_min <= block_size_max, got {self.block_size_min}, {self.block_size_max}")
         for name in ("max_steps", "batch_size", "grad_accum", "max_length", "save_steps", "logging_steps",
@@ -72,7 +77,7 @@ class TrainConfig:
     def record_in(self, model_config) -> None:
         """Write what a decoder of this arm's checkpoints must know into ``model_config``: the shifted MATP labels."""
         if self.matp_shift and OBJECTIVES[self.objective] == "sbd":
-            setattr(model_config, SHIFT_CONFIG_KEY, True)
+            setattr(model_config, SHIFT_CONFIG_KEY, self.matp_shift)
 
     def departures(self) -> dict:
         """The settings of this arm that depart from the paper's recipe (:data:`PAPER_RECIPE`), e.g. for the report."""

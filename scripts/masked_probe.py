@@ -7,7 +7,7 @@ accuracies by position in the block, for the tokens a solution computes (math: t
 result and the answer) and for the rest (copied operands, template). One forward per problem: the training layout
 ``[clean | noised]`` with every target token masked in the noised half. A model trained with shifted MATP labels
 (``matp_shift``) is read as its decoder reads it: a block's first token from the NTP logit, the token at block position
-j from the noised position j - 1.
+j from the noised position j - 1 (with ``matp_shift: revealed``, from its own mask query: every target token is masked).
 
     python scripts/masked_probe.py results/study-r0/models/tiny-llama/sbd --task math --problems 200 --block 6
 """
@@ -26,6 +26,7 @@ from sbd_core.mask_token import mask_token_id
 from sbd_core.masking import SBDBatch, backend_mask, dense_mask
 from sbd_core.tasks import get_task
 from sbd_core.train import tokenize_examples
+from sbd_core.train_config import SHIFT_REVEALED
 
 _COMPUTED = {  # per task, the groups a solution computes
     "math": re.compile(r"=(-?\d+)|So (-?\d+)|#### (-?\d+)"),  # column, step and final results
@@ -60,20 +61,23 @@ def probe_layout(ids: list[int], target: list[int], block: int, mask_id: int, pa
     return batch, pad
 
 
-def masked_row(n: int, col: int, position: int, shifted: bool) -> int:
+def masked_row(n: int, col: int, position: int, shift: bool | str, before_masked: bool = True) -> int:
     """The row of the probe's ``[clean N | noised N]`` logits that predicts clean column ``col`` (at ``position`` in
-    its block) in SBD mode: its own mask query; for a shifted model the noised token before it, and at a block's first
-    position the clean token before it (the NTP logit)."""
-    if not shifted:
+    its block) in SBD mode: its own mask query; for a shifted model (``shift``, :func:`shifted_matp`) the noised token
+    before it, and at a block's first position the clean token before it (the NTP logit); for ``shift="revealed"``
+    its own mask query again where the token before it is masked (``before_masked``)."""
+    if not shift:
         return n + col
-    return col - 1 if position == 0 else n + col - 1
+    if position == 0:
+        return col - 1
+    return n + col if shift == SHIFT_REVEALED and before_masked else n + col - 1
 
 
 @torch.no_grad()
 def probe(model, tokenizer, task: str, problems: list[dict], block: int) -> dict:
     """Counts ``{(kind, position in block): [tokens, NTP right, masked right]}`` over ``problems``."""
     spec = get_task(task)
-    mask_id, shifted = mask_token_id(model), shifted_matp(model)
+    mask_id, shift = mask_token_id(model), shifted_matp(model)
     counts: dict = defaultdict(lambda: [0, 0, 0])
     for problem in problems:
         prompt, target_text = spec.prompt_text(problem), spec.target_text(problem)
@@ -94,7 +98,7 @@ def probe(model, tokenizer, task: str, problems: list[dict], block: int) -> dict
             cell = counts[(kind, position)]
             cell[0] += 1
             cell[1] += int(logits[col - 1].argmax() == ids[j])
-            cell[2] += int(logits[masked_row(n, col, position, shifted)].argmax() == ids[j])
+            cell[2] += int(logits[masked_row(n, col, position, shift)].argmax() == ids[j])
     return dict(counts)
 
 

@@ -63,18 +63,22 @@ def eos_splitting(gens, block_size) -> int:
     raise AssertionError("no token stops rows at different blocks; pick other prompts")
 
 
-def reference_logits(model, context: list[int], block: list[int], excluded, shifted: bool = False) -> torch.Tensor:
+def reference_logits(model, context: list[int], block: list[int], excluded, shifted: bool | str = False,
+                     masked: list[bool] | None = None) -> torch.Tensor:
     """[len(block), V] logits of ``block`` after ``context``, one forward with no cache: causal over the context, the
     block bidirectional and seeing the whole context; ``excluded`` ids at -inf as the decoder's solver sees them.
     ``shifted`` (a model trained with ``matp_shift``): each block position's logits are read one position earlier, the
-    first one's at the context's last token."""
+    first one's at the context's last token; ``"revealed"``: at the position itself where the one before it is
+    ``masked`` (the block's masked positions)."""
     n, c = len(context) + len(block), len(context)
     allowed = torch.ones(n, n, dtype=torch.bool).tril()
     allowed[c:] = True
     device = model.device
     out = model(input_ids=torch.tensor([context + block], device=device), attention_mask=allowed[None, None].to(device))
-    start = c - 1 if shifted else c
-    return exclude_tokens(out.logits[0, start : start + len(block)].float().cpu(), excluded)
+    rows = [c + j - 1 if shifted else c + j for j in range(len(block))]
+    if shifted == "revealed":
+        rows = [c + j if j and masked[j - 1] else row for j, row in enumerate(rows)]
+    return exclude_tokens(out.logits[0, rows].float().cpu(), excluded)
 
 
 def _close(ours: torch.Tensor, ref: torch.Tensor, atol: float, where: str) -> None:
@@ -88,8 +92,8 @@ def check_sbd_path(model, prompts, gens, calls, block_size, max_new, eos, exclud
     ``calls`` are its solver calls (:class:`RecordingSolver`), ``gens`` its results, ``eos`` its EOS ids, ``excluded``
     the ids it must never write. The reference rebuilds every row's block from the recorded reveals and tokens and
     checks, per forward: the masked set the solver got, and the logits of every row that still had masks. Per row: the
-    stop (first EOS, else ``max_new`` tokens), the returned tokens, the stop reason and the NFE. ``shifted``: the model
-    was trained with ``matp_shift`` (:func:`reference_logits`).
+    stop (first EOS, else ``max_new`` tokens), the returned tokens, the stop reason and the NFE. ``shifted``: the model's
+    ``matp_shift`` (:func:`reference_logits`).
     """
     mask_id = model.config.sbd_mask_token_id
     seqs, final, nfe = [list(p) for p in prompts], [None] * len(prompts), [0] * len(prompts)
@@ -106,7 +110,7 @@ def check_sbd_path(model, prompts, gens, calls, block_size, max_new, eos, exclud
                 if not any(masked[r]):
                     continue
                 nfe[r] += 1
-                ref = reference_logits(model, seqs[r], block[r], excluded, shifted)
+                ref = reference_logits(model, seqs[r], block[r], excluded, shifted, masked[r])
                 _close(call.logits[slot], ref, atol, f"row {r}, block at {gen_len}, forward {nfe[r]}")
                 for i in torch.nonzero(call.reveal[slot]).flatten().tolist():
                     assert masked[r][i], f"row {r}: position {i} revealed twice"
@@ -156,8 +160,8 @@ def check_engine_path(model, prompts, gens, calls, slots, block_size, max_new, e
     takes the next prompt in input order (freed slots in increasing order). Per forward (one solver call over all
     slots): a slot without a row has nothing masked; a slot's masked set is its row's, padded with False to the
     block size; every masked row's logits equal :func:`reference_logits`; reveals and stops are rebuilt from the
-    solver's answers. Per row: tokens, stop reason and NFE, as :func:`check_sbd_path`. ``shifted``: the model was
-    trained with ``matp_shift`` (:func:`reference_logits`).
+    solver's answers. Per row: tokens, stop reason and NFE, as :func:`check_sbd_path`. ``shifted``: the model's
+    ``matp_shift`` (:func:`reference_logits`).
     """
     mask_id = model.config.sbd_mask_token_id
     queue = list(range(len(prompts)))[::-1]
@@ -190,7 +194,7 @@ def check_engine_path(model, prompts, gens, calls, slots, block_size, max_new, e
             length = len(block[r])
             assert call.masked[s].tolist() == masked[r] + [False] * (block_size - length), f"row {r}: masked set"
             nfe[r] += 1
-            ref = reference_logits(model, seqs[r], block[r], excluded, shifted)
+            ref = reference_logits(model, seqs[r], block[r], excluded, shifted, masked[r])
             _close(call.logits[s, :length], ref, atol, f"row {r} (slot {s}), block at {gen_len[r]}, forward {nfe[r]}")
             assert not call.reveal[s, length:].any(), f"row {r}: revealed a position past its block"
             for i in torch.nonzero(call.reveal[s]).flatten().tolist():

@@ -69,7 +69,11 @@ def test_a_masked_block_does_not_see_its_own_tokens(sbd_model, tokenizer):
 
 def test_a_shifted_model_is_read_one_token_earlier():
     n = 20  # [clean 20 | noised 20]; clean column 7 is the target
-    assert probe.masked_row(n, 7, position=3, shifted=False) == 27  # its own mask query
-    assert probe.masked_row(n, 7, position=3, shifted=True) == 26  # the noised token before it
-    assert probe.masked_row(n, 7, position=0, shifted=True) == 6  # a block's first token: the NTP logit before it
+    assert probe.masked_row(n, 7, position=3, shift=False) == 27  # its own mask query
+    assert probe.masked_row(n, 7, position=3, shift=True) == 26  # the noised token before it
+    assert probe.masked_row(n, 7, position=0, shift=True) == 6  # a block's first token: the NTP logit before it
+    # matp_shift: revealed reads the token before it only where that token is revealed
+    assert probe.masked_row(n, 7, position=3, shift="revealed") == 27  # after a mask: its own mask query
+    assert probe.masked_row(n, 7, position=3, shift="revealed", before_masked=False) == 26
+    assert probe.masked_row(n, 7, position=0, shift="revealed") == 6
 

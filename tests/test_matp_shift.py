@@ -1,6 +1,7 @@
 """Shifted MATP labels (training option ``matp_shift``, a departure): the labels, what a fine-tune records, and both
-decoders reading each block position one position earlier, against a slow reference and against NTP mode; the
-engine's step with it still traces into one graph."""
+decoders reading each block position one position earlier (``true``), or only after a revealed token
+(``"revealed"``), against a slow reference and against NTP mode; the engine's step with it still traces into one
+graph."""
 
 import pytest
 import torch
@@ -15,7 +16,7 @@ from sbd_core.errors import UserError
 from sbd_core.pipeline.plan import check_shifted_samplers
 from sbd_core.samplers import expand_samplers
 from sbd_core.masking import IGNORE_INDEX, build_batch, shift_to_previous
-from sbd_core.train_config import SHIFT_CONFIG_KEY, TrainConfig
+from sbd_core.train_config import SHIFT_CONFIG_KEY, SHIFT_REVEALED, TrainConfig
 from test_engine_compile import fresh_dynamo  # noqa: F401 (a fixture)
 
 X = IGNORE_INDEX
@@ -32,6 +33,19 @@ def test_labels_move_to_the_previous_token_of_the_same_block_and_document():
     assert shift_to_previous(labels, docs, 2).tolist() == [[11, X, X, X, 15, X, X, X]]
 
 
+def test_revealed_moves_a_label_only_onto_a_revealed_token():
+    labels = torch.tensor([[X, 11, 12, 13, 14, X, 16, X]])  # masked (with a label) at 1, 2, 3, 4, 6
+    masked = torch.tensor([[False, True, True, True, True, False, True, False]])
+    docs = torch.zeros(1, 8, dtype=torch.long)
+    # blocks of 4: [0 1 2 3] [4 5 6 7]; 11 -> 0 (0 revealed); 12 and 13 follow a mask: they stay; 14 starts a block:
+    # dropped; 16 -> 5 (5 revealed)
+    assert shift_to_previous(labels, docs, 4, masked).tolist() == [[11, X, 12, 13, X, 16, X, X]]
+    # a revealed token keeps its successor's label when a masked token without a label (a prompt) precedes it
+    labels = torch.tensor([[X, X, X, 13]])
+    masked = torch.tensor([[False, True, False, True]])
+    assert shift_to_previous(labels, torch.zeros(1, 4, dtype=torch.long), 4, masked).tolist() == [[X, X, 13, X]]
+
+
 def test_shifted_batch_keeps_the_noise_and_the_ntp_half():
     seq = torch.arange(20, 37).unsqueeze(0)  # N + 1 = 17 tokens
     plain = build_batch(seq, "sbd", mask_token_id=3, block_size=4, generator=torch.Generator().manual_seed(5))
@@ -44,6 +58,14 @@ def test_shifted_batch_keeps_the_noise_and_the_ntp_half():
     want = [seq[0, j + 1].item() if j % 4 != 3 and masked[j + 1] else X for j in range(n - 1)] + [X]
     assert shifted.labels[0, n:].tolist() == want
     assert any(w != X for w in want)
+    revealed = build_batch(seq, "sbd", mask_token_id=3, block_size=4, generator=torch.Generator().manual_seed(5),
+                           shift=SHIFT_REVEALED)
+    assert torch.equal(plain.input_ids, revealed.input_ids)
+    want = [seq[0, j + 1].item() if j % 4 != 3 and masked[j + 1] and not masked[j] else
+            seq[0, j].item() if j % 4 and masked[j] and masked[j - 1] else X for j in range(n)]
+    assert revealed.labels[0, n:].tolist() == want
+    assert any(w != X for j, w in enumerate(want) if masked[j]) and any(w != X for j, w in enumerate(want)
+                                                                         if not masked[j])
 
 
 def test_an_sbd_arm_records_the_option_and_names_the_departure(sbd_model):
@@ -53,18 +75,29 @@ def test_an_sbd_arm_records_the_option_and_names_the_departure(sbd_model):
     config.record_in(sbd_model.config)
     assert getattr(sbd_model.config, SHIFT_CONFIG_KEY) is True
     assert config.departures() == {"matp_shift": True}
+    config = TrainConfig(objective="sbd", matp_shift="revealed")
+    config.record_in(sbd_model.config)
+    assert getattr(sbd_model.config, SHIFT_CONFIG_KEY) == "revealed"
+    assert config.departures() == {"matp_shift": "revealed"}
 
 
+@pytest.mark.parametrize("value", [1, "all", "Revealed", None])
+def test_matp_shift_takes_false_true_or_revealed(value):
+    with pytest.raises(ValueError, match="matp_shift must be false, true or 'revealed'"):
+        TrainConfig(matp_shift=value)
+
+
+@pytest.mark.parametrize("shift", [True, SHIFT_REVEALED])
 @pytest.mark.parametrize("solver", [get_solver("eb", gamma=0.5), get_solver("topk", n=3)], ids=lambda s: s.tag)
-def test_shifted_decoder_follows_slow_reference(sbd_model, tokenizer, solver):
-    setattr(sbd_model.config, SHIFT_CONFIG_KEY, True)
+def test_shifted_decoder_follows_slow_reference(sbd_model, tokenizer, solver, shift):
+    setattr(sbd_model.config, SHIFT_CONFIG_KEY, shift)
     ids = [tokenizer(p)["input_ids"] for p in PROMPTS]
     recorder = RecordingSolver(solver)
     decoder = BlockDecoder(sbd_model, tokenizer, DecodeConfig(block_size=4, max_new_tokens=11, eos_token_ids=()),
                            recorder)
     assert decoder.setup.shifted
     gens = decoder.decode_batch(ids)
-    check_sbd_path(sbd_model, ids, gens, recorder.calls, 4, 11, (), excluded=decoder.setup.excluded_ids, shifted=True)
+    check_sbd_path(sbd_model, ids, gens, recorder.calls, 4, 11, (), excluded=decoder.setup.excluded_ids, shifted=shift)
 
 
 def test_blocks_of_one_read_the_ntp_logits(sbd_model, tokenizer):
@@ -89,11 +122,12 @@ def test_blocks_of_one_read_the_ntp_logits(sbd_model, tokenizer):
     assert [g.token_ids for g in sbd_gens] == [g.token_ids for g in ntp_gens]
 
 
+@pytest.mark.parametrize("shift", [True, SHIFT_REVEALED])
 @pytest.mark.parametrize("slots", [1, 2])
-def test_shifted_engine_follows_slow_reference(sbd_model, tokenizer, slots):
+def test_shifted_engine_follows_slow_reference(sbd_model, tokenizer, slots, shift):
     """Rows stop at different blocks, so slots are refilled mid-run: a new row's first block reads its prompt's NTP
     logits while the other slots re-feed their finished blocks."""
-    setattr(sbd_model.config, SHIFT_CONFIG_KEY, True)
+    setattr(sbd_model.config, SHIFT_CONFIG_KEY, shift)
     ids, solver = [tokenizer(p)["input_ids"] for p in PROMPTS], get_solver("eb", gamma=0.5)
     free = FastDecoder(sbd_model, tokenizer, DecodeConfig(block_size=4, max_new_tokens=13, eos_token_ids=()), solver)
     eos = (eos_splitting(free.generate(ids), 4),)
@@ -102,11 +136,12 @@ def test_shifted_engine_follows_slow_reference(sbd_model, tokenizer, slots):
     engine = FastDecoder(sbd_model, tokenizer, config, recorder)
     gens = engine.generate(ids)
     check_engine_path(sbd_model, ids, gens, recorder.calls, slots, 4, 13, eos, excluded=engine.setup.excluded_ids,
-                      shifted=True)
+                      shifted=shift)
 
 
-def test_the_shifted_step_traces_into_one_graph(sbd_model, tokenizer, fresh_dynamo):
-    setattr(sbd_model.config, SHIFT_CONFIG_KEY, True)
+@pytest.mark.parametrize("shift", [True, SHIFT_REVEALED])
+def test_the_shifted_step_traces_into_one_graph(sbd_model, tokenizer, fresh_dynamo, shift):
+    setattr(sbd_model.config, SHIFT_CONFIG_KEY, shift)
     config = DecodeConfig(block_size=4, max_new_tokens=6, eos_token_ids=(), batch_size=2, compile=True)
     engine = FastDecoder(sbd_model, tokenizer, config, get_solver("eb", gamma=0.5), backend="eager")
     engine.generate([tokenizer(p)["input_ids"] for p in PROMPTS])  # fullgraph=True: a graph break raises

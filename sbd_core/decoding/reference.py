@@ -13,6 +13,7 @@ from transformers import DynamicCache
 
 from ..decode_config import DecodeConfig
 from ..masking import backend_mask
+from ..train_config import SHIFT_REVEALED
 from .setup import DecodeSetup, Generation, Row
 from .solvers import exclude_tokens, get_solver
 from .verify import VerifyLoop
@@ -149,17 +150,20 @@ class BlockDecoder:
         self.crop(block.shape[1])
         return logits
 
-    @staticmethod
-    def _shift(logits, head, refed):
+    def _shift(self, logits, head, refed, masked):
         """A shifted model's block logits: position j read at j - 1, position 0 at the token before the block (its NTP
-        logit ``head``, [slots, 1, V], which only the prefix decides: it stays the same for the whole block). Returns
+        logit ``head``, [slots, 1, V], which only the prefix decides: it stays the same for the whole block); with
+        ``matp_shift: revealed``, position j read at j itself where position j - 1 is still ``masked``. Returns
         ``(block logits, head)``."""
         if refed is not None:  # this forward fed the token before the block: its logit is the new head
             head, logits = logits[:, :1], logits[:, 1:]
         if head is None:
             raise ValueError("a model trained with matp_shift predicts a block's first token from the token before it: "
                              "the prompt must not be empty")
-        return torch.cat([head, logits[:, :-1]], dim=1), head
+        later = logits[:, :-1]
+        if self.setup.shift == SHIFT_REVEALED:
+            later = torch.where(masked[:, :-1, None], logits[:, 1:], later)
+        return torch.cat([head, later], dim=1), head
 
     # ----------------------------------------------------------------------------------------------- loops
     def _decode_sbd(self, st: Batch, head=None) -> None:
@@ -174,7 +178,7 @@ class BlockDecoder:
                 refed = prev if first else None
                 logits = self._block_forward(st, block, refed)
                 if self.setup.shifted:
-                    logits, head = self._shift(logits, head, refed)
+                    logits, head = self._shift(logits, head, refed, masked)
                 active = masked.any(dim=1).tolist()
                 reveal, tokens = self._solve(logits, masked)
                 block = torch.where(reveal, tokens, block)

@@ -35,11 +35,11 @@ class Generation:
         return self.num_tokens / self.nfe if self.nfe else 0.0
 
 
-def shifted_matp(model) -> bool:
-    """Whether ``model`` was fine-tuned with shifted MATP labels (training option ``matp_shift``): then the logits of
-    block position j are those the model gives at position j - 1 (for j = 0: the NTP logit of the token before the
-    block)."""
-    return bool(getattr(model.config, SHIFT_CONFIG_KEY, False))
+def shifted_matp(model) -> bool | str:
+    """How ``model`` was fine-tuned with shifted MATP labels (training option ``matp_shift``): ``False`` (the paper's
+    labels), ``True`` (the logits of block position j are those the model gives at position j - 1; for j = 0 the NTP
+    logit of the token before the block) or ``"revealed"`` (at j - 1 only where that position is revealed, else at j)."""
+    return getattr(model.config, SHIFT_CONFIG_KEY, False)
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class DecodeSetup:
     excluded_ids: tuple[int, ...]  # the ids no row writes (never_generated_ids)
     context: int | None  # the model's positions (max_position_embeddings); None: unbounded
     mask_id: int | None  # SBD mode's mask token; None in NTP mode
-    shifted: bool = False  # SBD mode on a model trained with shifted MATP labels (block position j read at j - 1)
+    shift: bool | str = False  # SBD mode on a model trained with shifted MATP labels: its matp_shift (shifted_matp)
 
     @classmethod
     def of(cls, model, tokenizer, config: DecodeConfig) -> "DecodeSetup":
@@ -60,7 +60,12 @@ class DecodeSetup:
         mask_id = mask_token_id(model) if config.mode == "sbd" else None
         return cls(tokenizer, config, eos, never_generated_ids(model, tokenizer, eos),
                    getattr(model.config, "max_position_embeddings", None), mask_id,
-                   config.mode == "sbd" and shifted_matp(model))
+                   shifted_matp(model) if config.mode == "sbd" else False)
+
+    @property
+    def shifted(self) -> bool:
+        """Whether block position j may be read at j - 1 (:func:`shifted_matp`)."""
+        return bool(self.shift)
 
     @property
     def stop_strings(self) -> tuple[str, ...]:

@@ -70,7 +70,7 @@ def check_shifted_samplers(objectives: Sequence[str], spec: Mapping, sampler_spe
                        for tag in samplers_for(objective)
                        if as_sampler(sampler_specs[tag]).verify != "none"})
     if verified:
-        raise UserError(f"finetune.matp_shift: true cannot be decoded with verify (decode.samplers {verified}): verify "
+        raise UserError(f"finetune.matp_shift: {spec['matp_shift']} cannot be decoded with verify (decode.samplers {verified}): verify "
                         "reads the paper's MATP layout only; drop those samplers or matp_shift")
 
 

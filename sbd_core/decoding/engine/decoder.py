@@ -118,7 +118,7 @@ class FastDecoder:
                            self.setup.mask_id, eos.to(device), token_table(self.tokenizer, vocab, self.config.stop_strings,
                                                                      device),
                            excluded_index(self.setup.excluded_ids, vocab, device), self.solver, device,
-                           self.setup.shifted)
+                           self.setup.shift)
         self.stepper = Stepper(self.state, self.forward, self.compile, self.attention, self.backend)
 
 
