@@ -110,7 +110,7 @@ def build_batch(
     exclude prompts); ``matp_loss_mask`` (default: ``loss_mask``) does the same for MATP targets alone. ``generator``
     drives the masking-rate and token-mask draws. :func:`drop_empty_segments` then leaves out noised segments without
     a MATP target (exact). ``shift`` puts each MATP label on the noised position before its token; ``"revealed"`` only
-where that position is not a mask (module doc).
+    where that position is not a mask (module doc).
     """
     if sequence.dim() != 2 or sequence.shape[1] < 2:
         raise ValueError(f"sequence must be [batch, N+1] with N >= 1, got shape {tuple(sequence.shape)}")
@@ -132,8 +132,8 @@ where that position is not a mask (module doc).
     matp_mask = loss_mask if matp_loss_mask is None else matp_loss_mask
     noised, matp_labels = noise_copy(clean, clean_docs, mask_token_id, generator, matp_mask)
     if shift:
-        after_mask = noised.eq(mask_token_id) if shift == SHIFT_REVEALED else None
-        matp_labels = shift_to_previous(matp_labels, clean_docs, block_size, after_mask)
+        masked = noised.eq(mask_token_id) if shift == SHIFT_REVEALED else None
+        matp_labels = shift_to_previous(matp_labels, clean_docs, block_size, masked)
     return SBDBatch(
         input_ids=torch.cat([clean, noised], dim=1),
         position_ids=torch.cat([positions, positions], dim=1),

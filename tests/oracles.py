@@ -92,8 +92,8 @@ def check_sbd_path(model, prompts, gens, calls, block_size, max_new, eos, exclud
     ``calls`` are its solver calls (:class:`RecordingSolver`), ``gens`` its results, ``eos`` its EOS ids, ``excluded``
     the ids it must never write. The reference rebuilds every row's block from the recorded reveals and tokens and
     checks, per forward: the masked set the solver got, and the logits of every row that still had masks. Per row: the
-    stop (first EOS, else ``max_new`` tokens), the returned tokens, the stop reason and the NFE. ``shifted``: the model's
-    ``matp_shift`` (:func:`reference_logits`).
+    stop (first EOS, else ``max_new`` tokens), the returned tokens, the stop reason and the NFE. ``shifted``: the
+    model's ``matp_shift`` (:func:`reference_logits`).
     """
     mask_id = model.config.sbd_mask_token_id
     seqs, final, nfe = [list(p) for p in prompts], [None] * len(prompts), [0] * len(prompts)

@@ -38,7 +38,8 @@ class Generation:
 def shifted_matp(model) -> bool | str:
     """How ``model`` was fine-tuned with shifted MATP labels (training option ``matp_shift``): ``False`` (the paper's
     labels), ``True`` (the logits of block position j are those the model gives at position j - 1; for j = 0 the NTP
-    logit of the token before the block) or ``"revealed"`` (at j - 1 only where that position is revealed, else at j)."""
+    logit of the token before the block) or ``"revealed"`` (at j - 1 only where that position is revealed, else at
+    j)."""
     return getattr(model.config, SHIFT_CONFIG_KEY, False)
 
 

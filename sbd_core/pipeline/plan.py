@@ -70,8 +70,8 @@ def check_shifted_samplers(objectives: Sequence[str], spec: Mapping, sampler_spe
                        for tag in samplers_for(objective)
                        if as_sampler(sampler_specs[tag]).verify != "none"})
     if verified:
-        raise UserError(f"finetune.matp_shift: {spec['matp_shift']} cannot be decoded with verify (decode.samplers {verified}): verify "
-                        "reads the paper's MATP layout only; drop those samplers or matp_shift")
+        raise UserError(f"finetune.matp_shift: {spec['matp_shift']} cannot be decoded with verify (decode.samplers "
+                        f"{verified}): verify reads the paper's MATP layout only; drop those samplers or matp_shift")
 
 
 def runs(models: Sequence[str], arms: Mapping[str, Arm], samplers_for) -> list[tuple[str, str, str]]:
