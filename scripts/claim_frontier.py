@@ -5,6 +5,8 @@ For every fine-tune budget and task of each run's ``summary.csv``: the NTP arm's
 closest to equivalence (the highest lower bound). A point is in the claim's region when the NTP arm is inside
 ``[--floor, --ceiling]`` and that row's interval lies inside +-``--margin``. Prints one markdown table and, with
 ``--plot``, draws the points (the NTP arm's accuracy against the difference, with its interval) and the region.
+With ``--discordance``, also how often the SBD model's NTP mode and the NTP arm disagree (problems one solves and the
+other does not), by the lower of the two accuracies: what decides how many problems a 2-point equivalence needs.
 
     python scripts/claim_frontier.py results/reference/claim-dev/summary.csv results/study-r8/report/summary.csv \\
         --plot docs/claim_frontier.png
@@ -48,6 +50,39 @@ def frontier(summaries: dict[str, pd.DataFrame], min_speedup: float = 2.5, floor
     return pd.DataFrame(out, columns=COLUMNS)
 
 
+#: accuracy bands of the discordance table: the lower of the two arms' accuracies
+BANDS = [(0.75, 0.85), (0.85, 0.90), (0.90, 0.93), (0.93, 0.95), (0.95, 0.97), (0.97, 1.0)]
+
+
+def discordance(summaries: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per accuracy band (the lower of the NTP arm's and the SBD model's NTP-mode accuracy, every seed and budget of
+    every run): how many pairs, and the least, median and largest share of problems on which the two disagree."""
+    shares = []
+    for df in summaries.values():
+        arm = df[(df["objective"] == "ntp") & (df["sampler"] == "ntp")]
+        arm = arm.set_index(["train_seed", "train_steps", "benchmark"])["accuracy"]
+        mode = df[(df["objective"] == "sbd") & (df["sampler"] == "ntp")].dropna(subset=["n_better"])
+        for r in mode.itertuples():
+            key = (r.train_seed, r.train_steps, r.benchmark)
+            if key in arm.index:
+                shares.append((min(arm[key], r.accuracy), (r.n_better + r.n_worse) / r.n_problems))
+    pairs = pd.DataFrame(shares, columns=["accuracy", "share"])
+    out = []
+    for lo, hi in BANDS:
+        band = pairs[(pairs["accuracy"] >= lo) & ((pairs["accuracy"] < hi) | (hi == 1.0))]["share"]
+        out.append([lo, hi, len(band), band.min(), band.median(), band.max()])
+    return pd.DataFrame(out, columns=["lo", "hi", "pairs", "least", "median", "largest"])
+
+
+def discordance_markdown(table: pd.DataFrame) -> str:
+    """The discordance table in percent, as docs/claim-study.md shows it."""
+    lines = ["| lower accuracy of the two | pairs | disagree on (least / median / largest) |", "|---|---|---|"]
+    for r in table.itertuples():
+        shares = "-" if not r.pairs else f"{100 * r.least:.1f}% / {100 * r.median:.1f}% / {100 * r.largest:.1f}%"
+        lines.append(f"| {100 * r.lo:.0f}-{100 * r.hi:.0f}% | {r.pairs} | {shares} |")
+    return "\n".join(lines)
+
+
 def markdown(table: pd.DataFrame) -> str:
     """The table in points, as docs/claim-study.md shows it."""
     lines = ["| run | steps | task | NTP arm | best plain SBD row (NFE speedup) | difference [interval] | in the region |",
@@ -87,6 +122,8 @@ def main(argv=None) -> None:
     parser.add_argument("--ceiling", type=float, default=0.97)
     parser.add_argument("--margin", type=float, default=0.02)
     parser.add_argument("--plot", type=Path, help="write the figure here (PNG)")
+    parser.add_argument("--discordance", action="store_true",
+                        help="also print how often the SBD NTP mode and the NTP arm disagree, by accuracy band")
     args = parser.parse_args(argv)
     named = {}
     for item in args.summaries:
@@ -96,6 +133,8 @@ def main(argv=None) -> None:
         named[name or Path(path).parent.parent.name] = pd.read_csv(path)
     table = frontier(named, args.min_speedup, args.floor, args.ceiling, args.margin)
     print(markdown(table))
+    if args.discordance:
+        print("\n" + discordance_markdown(discordance(named)))
     if args.plot:
         plot(table, args.plot, args.floor, args.ceiling, args.margin)
 

@@ -55,3 +55,20 @@ def test_the_command_line_prints_the_table_and_draws_the_figure(tmp_path, capsys
     frontier.main([str(path), "--plot", str(tmp_path / "f.png")])
     assert "| run | 100 | math | 90.0 | sbd/g0.1 (3.00x)" in capsys.readouterr().out
     assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_discordance_is_the_share_of_problems_the_two_modes_disagree_on_by_the_lower_accuracy():
+    def pair(ntp, mode, better, worse, seed=0, n=1000):
+        return [{**_row("ntp", "ntp", "ntp", ntp, seed=seed), "n_problems": n, "n_better": None, "n_worse": None},
+                {**_row("sbd", "ntp", "ntp", mode, seed=seed), "n_problems": n, "n_better": better, "n_worse": worse}]
+    # lower accuracies 0.91, 0.92, 0.96 (the SBD mode's 0.96 against the arm's 0.975); 0.80 has no NTP arm to pair
+    one = pd.DataFrame(pair(0.93, 0.91, 30, 50) + pair(0.92, 0.94, 60, 40, seed=1))
+    two = pd.DataFrame(pair(0.975, 0.96, 10, 25, n=500) + [{**_row("sbd", "ntp", "ntp", 0.80, seed=3),
+                                                             "n_problems": 1000, "n_better": 5, "n_worse": 5}])
+    table = frontier.discordance({"one": one, "two": two}).set_index("lo")
+    assert table.loc[0.90, "pairs"] == 2 and table.loc[0.90, "least"] == 0.08 and table.loc[0.90, "largest"] == 0.10
+    assert table.loc[0.90, "median"] == 0.09
+    assert table.loc[0.95, "pairs"] == 1 and table.loc[0.95, "median"] == 0.07  # 35 of 500
+    assert table.loc[0.75, "pairs"] == 0 and table["pairs"].sum() == 3
+    text = frontier.discordance_markdown(table.reset_index())
+    assert "| 90-93% | 2 | 8.0% / 9.0% / 10.0% |" in text and "| 75-85% | 0 | - |" in text
