@@ -56,7 +56,8 @@ BANDS = [(0.75, 0.85), (0.85, 0.90), (0.90, 0.93), (0.93, 0.95), (0.95, 0.97), (
 
 def discordance(summaries: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Per accuracy band (the lower of the NTP arm's and the SBD model's NTP-mode accuracy, every seed and budget of
-    every run): how many pairs, and the least, median and largest share of problems on which the two disagree."""
+    every run): how many pairs, and the least, median and largest share of problems on which the two disagree. Pairs
+    below the first band (the NTP arm still learning) are left out."""
     shares = []
     for df in summaries.values():
         arm = df[(df["objective"] == "ntp") & (df["sampler"] == "ntp")]
