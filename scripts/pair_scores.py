@@ -18,9 +18,9 @@ import json
 import math
 from pathlib import Path
 
-from sbd_core.report.stats.estimates import design_effect, z_value
-from sbd_core.report.stats.intervals import problems_of
-from sbd_core.report.stats.verdicts import PairedTable, paired_comparison
+from sbd_core.report.stats.estimates import z_value
+from sbd_core.report.stats.intervals import paired_difference, problems_of
+from sbd_core.settings import StatsSettings
 
 COLUMNS = ["a", "b", "problems", "accuracy_a", "accuracy_b", "diff", "diff_lo", "diff_hi", "inside_margin",
            "disagree", "half_width_at"]
@@ -36,8 +36,8 @@ def compare(path_a: Path, path_b: Path, margin: float = 0.02, problems: int = 10
         raise ValueError(f"{path_a if a is None else path_b}: no per_problem records to pair")
     if a.ids != b.ids:
         raise ValueError(f"{path_a} and {path_b} do not hold the same problems ({len(a.ids)} and {len(b.ids)} ids)")
-    table = PairedTable.of(a.correct, b.correct)
-    result = paired_comparison(table, margin, confidence, design_effect((a.correct - b.correct)[None, :], a.clusters))
+    settings = StatsSettings(confidence=confidence, margin_pts=100 * margin)
+    result, table = paired_difference(a.correct[None, :], b.correct[None, :], a.clusters, margin, settings)
     share = (table.row_only + table.base_only) / table.n
     return {"a": str(path_a), "b": str(path_b), "problems": int(table.n), "accuracy_a": float(a.correct.mean()),
             "accuracy_b": float(b.correct.mean()), "diff": result.diff, "diff_lo": result.lo, "diff_hi": result.hi,

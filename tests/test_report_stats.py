@@ -103,6 +103,24 @@ def test_seeds_pair_within_a_seed_and_tables_give_mean_and_spread(tmp_path):
     assert "2 fine-tune seeds" in md and "seed variance not included" not in md
 
 
+def test_with_seeds_the_report_compares_the_ntp_arms_of_two_seeds_the_training_aa_control(tmp_path):
+    arm1 = [0] + [1] * 9  # 9 of 10 right, as seed 0's arm, on other problems: 2 of 10 decided differently
+    paths = one_seed(tmp_path, seed=0) + [scored(tmp_path, "ntp", "ntp", {}, arm1, 20, 1),
+                                          scored(tmp_path, "sbd", "ntp", {}, arm1, 20, 1),
+                                          scored(tmp_path, "sbd", "eb", {"gamma": 0.1}, arm1, 5, 1)]
+    md = build_report(paths, paper_table=None)["report.md"].decode()
+    expected = paired_comparison(PairedTable.of(np.array(arm1), np.array(NTP_VERDICTS)), 0.02)
+    assert expected.diff == 0.0 and expected.lo < -0.1 and expected.hi > 0.1
+    # the other runs against their own arm: seed 0's EB row 4 of 10 (40%), every other row 0
+    assert (f"- **math** (tiny), NTP arm seed 1 against seed 0: +0.0 [{100 * expected.lo:+.1f}, "
+            f"{100 * expected.hi:+.1f}] pt, 20.0% of problems decided differently; every other run against its own "
+            "NTP arm: 0.0-40.0%.") in md
+    assert "### The training's A/A control" in md
+    (tmp_path / "one").mkdir()
+    one_seed_md = build_report(one_seed(tmp_path / "one"), paper_table=None)["report.md"].decode()
+    assert "training's A/A control" not in one_seed_md
+
+
 def test_table1_shows_the_final_budget_and_figure5_every_budget(tmp_path):
     paths = one_seed(tmp_path, steps=100) + one_seed(tmp_path, steps=50, sbd=[1] * 2 + [0] * 8)
     paths.append(scored(tmp_path, "sbd", "eb", {"gamma": 1.0}, [1] * 4 + [0] * 6, 3, steps=50))

@@ -12,7 +12,7 @@ from .render import DASH, to_markdown
 from .section import Context, Section
 from .seeds import ONE_SEED, final_budget
 from .stats.estimates import problems_for_equivalence, problems_to_resolve
-from .stats.intervals import INTERVAL_COLUMNS, add_intervals
+from .stats.intervals import INTERVAL_COLUMNS, add_intervals, paired_difference
 from .stats.verdicts import verdict_cell
 from .tables import arm_rank, benchmark_order, family_rank
 
@@ -97,7 +97,44 @@ def resolution_lines(summary: pd.DataFrame, settings: StatsSettings = StatsSetti
     return lines
 
 
-def statistics_md(summary: pd.DataFrame, settings: StatsSettings = StatsSettings()) -> str:
+def training_aa_lines(scores: pd.DataFrame, summary: pd.DataFrame,
+                      settings: StatsSettings = StatsSettings()) -> list[str]:
+    """The training's A/A control, per model and benchmark with several fine-tune seeds: each later seed's NTP arm
+    against the first seed's (the final budget), compared as a run is compared with its NTP arm, beside the share of
+    problems the other runs decide differently from their own NTP arm. Two NTP arms differ only by the training's
+    spread, so a run's difference to its arm reads against it. Empty with one seed."""
+    final = final_budget(scores)
+    arms = final[is_baseline(final) & final["problems"].notna()]
+    rows = final_budget(summary)
+    rows = rows[rows["diff_vs_ntp"].notna()]
+    lines = []
+    for bench in benchmark_order(arms["benchmark"].unique()):
+        for model, group in arms[arms["benchmark"] == bench].groupby("model", sort=True):
+            group = group.sort_values("train_seed")
+            if len(group) < 2:
+                continue
+            first, seed0 = group["problems"].iloc[0], group["train_seed"].iloc[0]
+            pairs = []
+            for seed, probs in zip(group["train_seed"].iloc[1:], group["problems"].iloc[1:]):
+                if probs.ids != first.ids:
+                    continue  # the Differences columns have named the mismatch already
+                tested, table = paired_difference(probs.correct[None, :], first.correct[None, :], first.clusters,
+                                                  settings.margin(bench), settings)
+                share = (table.row_only + table.base_only) / table.n
+                pairs.append(f"seed {seed} against seed {seed0}: {100 * tested.diff:+.1f} [{100 * tested.lo:+.1f}, "
+                             f"{100 * tested.hi:+.1f}] pt, {100 * share:.1f}% of problems decided differently")
+            if not pairs:
+                continue
+            others = rows[(rows["benchmark"] == bench) & (rows["model"] == model)]
+            shares = (others["n_better"] + others["n_worse"]) / others["n_problems"]
+            beside = (f"; every other run against its own NTP arm: {100 * shares.min():.1f}-{100 * shares.max():.1f}%"
+                      if len(shares) else "")
+            lines.append(f"- **{bench}** ({model}), NTP arm {'; '.join(pairs)}{beside}.")
+    return lines
+
+
+def statistics_md(summary: pd.DataFrame, settings: StatsSettings = StatsSettings(),
+                  scores: pd.DataFrame | None = None) -> str:
     """The report's statistics section: the procedure (margin and correction stated once), the differences table
     and the problems per task."""
     table = differences(summary)
@@ -132,6 +169,13 @@ def statistics_md(summary: pd.DataFrame, settings: StatsSettings = StatsSettings
     lines = resolution_lines(summary, settings)
     if lines:
         parts += ["### Problems a task needs\n", "\n".join(lines) + "\n"]
+    lines = training_aa_lines(scores, summary, settings) if scores is not None else []
+    if lines:
+        parts += ["### The training's A/A control\n",
+                  "Two fine-tunes of the NTP arm that differ only in their seed, compared as a run is compared with "
+                  "its NTP arm: how far apart the training alone puts two models on these problems. A run's "
+                  "difference to its NTP arm says more than the training's spread only where it is larger than "
+                  "this.\n", "\n".join(lines) + "\n"]
     return "\n".join(parts)
 
 
@@ -145,4 +189,4 @@ class Differences(Section):
         return add_intervals(frame, ctx.stats)
 
     def markdown(self, ctx: Context) -> list[str]:
-        return [statistics_md(ctx.summary, ctx.stats)]
+        return [statistics_md(ctx.summary, ctx.stats, ctx.scores)]

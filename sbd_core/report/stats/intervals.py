@@ -188,17 +188,18 @@ def _paired_group(group: pd.DataFrame, base, settings: StatsSettings, found: dic
             row.nfe_speedup_lo, row.nfe_speedup_hi = percentile_interval(ratio, settings.confidence)
         if i != base:
             margin = settings.margin(group.at[i, "benchmark"])
-            row.per_seed, table = _difference(p.correct[None, :], ref.correct[None, :], ref.clusters, margin, settings)
+            row.per_seed, table = paired_difference(p.correct[None, :], ref.correct[None, :], ref.clusters, margin,
+                                                    settings)
             rate = (table.row_only + table.base_only) / table.n
             row.n_better, row.n_worse, row.equiv_margin = table.row_only, table.base_only, margin
             row.problems_needed = (problems_to_resolve(rate, settings.resolve, settings.confidence, settings.power)
                                    if rate >= settings.resolve else math.nan)
 
 
-def _difference(row: np.ndarray, base: np.ndarray, clusters, margin: float,
-                settings: StatsSettings) -> tuple[Tested, PairedTable]:
-    """A run's paired difference to the NTP arm from verdicts [seeds, problems] (the point, its interval, the raw p
-    values) and its paired table."""
+def paired_difference(row: np.ndarray, base: np.ndarray, clusters, margin: float,
+                      settings: StatsSettings) -> tuple[Tested, PairedTable]:
+    """A run's paired difference to the NTP arm (or to any run of the same problems) from verdicts [seeds, problems]
+    (the point, its interval, the raw p values) and its paired table."""
     table = PairedTable.of(row.ravel(), base.ravel())
     result = paired_comparison(table, margin, settings.confidence, design_effect(row - base, clusters))
     return Tested(result.diff, result.lo, result.hi, result.p_diff, result.p_equiv), table
@@ -240,8 +241,8 @@ def _over_seeds(summary: pd.DataFrame, settings: StatsSettings, found: dict) -> 
         tested = None
         if base is not None and not is_baseline(run) and list(base["train_seed"]) == list(members["train_seed"]):
             base_correct = np.stack([p.correct for p in base["problems"]])  # each seed paired already
-            tested, _ = _difference(correct, base_correct, probs[0].clusters, settings.margin(run["benchmark"]),
-                                    settings)
+            tested, _ = paired_difference(correct, base_correct, probs[0].clusters,
+                                          settings.margin(run["benchmark"]), settings)
             family.setdefault(run["train_steps"], []).append(tested)
         for i in members.index:  # one comparison for the run: every seed's row shows it
             found[i].seeds_accuracy_lo, found[i].seeds_accuracy_hi, found[i].over_seeds = lo, hi, tested
