@@ -121,6 +121,24 @@ def test_with_seeds_the_report_compares_the_ntp_arms_of_two_seeds_the_training_a
     assert "training's A/A control" not in one_seed_md
 
 
+def test_the_training_curve_over_seeds_bars_the_mean_speedup_with_the_seeds_sd(tmp_path):
+    # two budgets, two seeds whose EB rows take 5 and 2 forwards a problem: 4x and 10x, mean 7x, sd 4.24; the first
+    # seed's bootstrap interval is [4, 4], which the mean lies outside (a negative error bar, once a crash)
+    paths = []
+    for steps in (50, 100):
+        paths += one_seed(tmp_path, seed=0, steps=steps)
+        paths += [scored(tmp_path, "ntp", "ntp", {}, NTP_VERDICTS, 20, 1, steps),
+                  scored(tmp_path, "sbd", "ntp", {}, NTP_VERDICTS, 20, 1, steps),
+                  scored(tmp_path, "sbd", "eb", {"gamma": 0.1}, [1] * 5 + [0] * 5, 2, 1, steps)]
+    means = seed_means(summarize(load_scores(paths)))
+    accuracy_ax, speedup_ax = Figure().subplots(2)
+    _curves(accuracy_ax, speedup_ax, means)
+    (bars,) = [c for c in speedup_ax.containers]
+    segments = bars.lines[2][0].get_segments()
+    assert [tuple(np.round(seg[:, 1], 2)) for seg in segments] == [(7 - 4.24, 7 + 4.24)] * 2
+    assert "training_curve.png" in build_report(paths, paper_table=None)
+
+
 def test_table1_shows_the_final_budget_and_figure5_every_budget(tmp_path):
     paths = one_seed(tmp_path, steps=100) + one_seed(tmp_path, steps=50, sbd=[1] * 2 + [0] * 8)
     paths.append(scored(tmp_path, "sbd", "eb", {"gamma": 1.0}, [1] * 4 + [0] * 6, 3, steps=50))

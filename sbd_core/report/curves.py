@@ -106,7 +106,8 @@ def _panel(ax, rows: pd.DataFrame, families: tuple[str, ...]) -> None:
 def training_curve(summary: pd.DataFrame) -> dict[str, bytes]:
     """Draw the training curve: per task (a column; two rows per model) the accuracy of the NTP arm, the SBD arm in NTP
     mode and each of its block samplers against fine-tune steps, with their intervals (filled markers: equivalent to
-    the NTP arm of the same budget), and below it the block samplers' NFE speedup with its interval."""
+    the NTP arm of the same budget), and below it the block samplers' NFE speedup with its interval (over several
+    seeds: the mean ± the seeds' sd)."""
     means = seed_means(summary)
     models = sorted(means["model"].unique())
     benchmarks = benchmark_order(means["benchmark"].unique())
@@ -154,8 +155,12 @@ def _curves(accuracy_ax, speedup_ax, rows: pd.DataFrame) -> None:
             any_equivalent = True
         if i and run["sampler"].iloc[0] != NTP:
             speedup = run["nfe_speedup"]
-            speedup_ax.errorbar(steps, speedup, yerr=[speedup - run["nfe_speedup_lo"], run["nfe_speedup_hi"] - speedup],
-                                color=colour, marker="o", markersize=5, capsize=3, label=label)
+            # one seed: the bootstrap interval; over seeds: the mean's bar is the seeds' sd (as Table 1 gives it;
+            # the columns' interval is the first seed's, which the mean need not lie in)
+            yerr = ([run["nfe_speedup_sd"].fillna(0.0)] * 2 if several else
+                    [speedup - run["nfe_speedup_lo"], run["nfe_speedup_hi"] - speedup])
+            speedup_ax.errorbar(steps, speedup, yerr=yerr, color=colour, marker="o", markersize=5, capsize=3,
+                                label=label)
     if any_equivalent:  # one legend entry for the filled markers, in no run's colour
         accuracy_ax.plot([], [], linestyle="none", marker="o", markersize=5, color="grey", label=EQUIVALENT_LABEL)
     ticks = sorted(int(t) for t in rows["train_steps"].unique())
