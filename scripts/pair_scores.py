@@ -22,10 +22,6 @@ from sbd_core.report.stats.estimates import z_value
 from sbd_core.report.stats.intervals import paired_difference, problems_of
 from sbd_core.settings import StatsSettings
 
-COLUMNS = ["a", "b", "problems", "accuracy_a", "accuracy_b", "diff", "diff_lo", "diff_hi", "inside_margin",
-           "disagree", "half_width_at"]
-
-
 def compare(path_a: Path, path_b: Path, margin: float = 0.02, problems: int = 1000, confidence: float = 0.95) -> dict:
     """One pair: accuracies, the paired difference A - B with its interval (the report's procedure), whether the
     interval lies inside +-``margin``, the share of problems decided differently, and the half-width at no difference
@@ -45,9 +41,10 @@ def compare(path_a: Path, path_b: Path, margin: float = 0.02, problems: int = 10
             "half_width_at": z_value(confidence) * math.sqrt(share / problems)}
 
 
-def markdown(rows: list[dict], problems: int = 1000) -> str:
+def markdown(rows: list[dict], problems: int = 1000, margin_pts: float = 2.0, confidence: float = 0.95) -> str:
     """The pairs as a markdown table, in points."""
-    lines = [f"| A | B | A | B | A - B [95% interval] | inside ±2 | disagree on | half-width at {problems:,} |",
+    lines = [f"| A | B | A | B | A - B [{100 * confidence:g}% interval] | inside ±{margin_pts:g} | disagree on | "
+             f"half-width at {problems:,} |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['a']} | {r['b']} | {100 * r['accuracy_a']:.1f} | {100 * r['accuracy_b']:.1f} | "
@@ -72,7 +69,7 @@ def main(argv=None) -> None:
             rows.append(compare(*(Path(p) for p in pair.split("::")), args.margin / 100, args.problems))
         except (OSError, ValueError) as err:
             parser.error(str(err))
-    print(markdown(rows, args.problems))
+    print(markdown(rows, args.problems, args.margin))
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ def training_aa_lines(scores: pd.DataFrame, summary: pd.DataFrame,
             pairs = []
             for seed, probs in zip(group["train_seed"].iloc[1:], group["problems"].iloc[1:]):
                 if probs.ids != first.ids:
-                    continue  # the Differences columns have named the mismatch already
+                    continue  # unreachable in a report: pooling the seeds refuses such a run first
                 tested, table = paired_difference(probs.correct[None, :], first.correct[None, :], first.clusters,
                                                   settings.margin(bench), settings)
                 share = (table.row_only + table.base_only) / table.n
@@ -135,8 +135,8 @@ def training_aa_lines(scores: pd.DataFrame, summary: pd.DataFrame,
 
 def statistics_md(summary: pd.DataFrame, settings: StatsSettings = StatsSettings(),
                   scores: pd.DataFrame | None = None) -> str:
-    """The report's statistics section: the procedure (margin and correction stated once), the differences table
-    and the problems per task."""
+    """The report's statistics section: the procedure (margin and correction stated once), the differences table,
+    the problems per task and, with several seeds and the score rows ``scores``, the training's A/A control."""
     table = differences(summary)
     final = final_budget(summary)
     margins = sorted({f"\u00b1{100 * settings.margin(b):g} pt" for b in final["benchmark"].unique()})
