@@ -20,6 +20,8 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
+from sbd_core.report.keys import is_baseline
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 (after the backend is chosen)
 
@@ -35,7 +37,7 @@ def frontier(summaries: dict[str, pd.DataFrame], min_speedup: float = 2.5, floor
     for run, df in summaries.items():
         df = df[df["train_seed"] == 0]
         for (steps, bench), group in df.groupby(["train_steps", "benchmark"], sort=True):
-            arm = group[(group["objective"] == "ntp") & (group["sampler"] == "ntp")]
+            arm = group[is_baseline(group)]
             plain = group[(group["objective"] == "sbd") & (group["mode"] == "sbd") & (group["lossless"] != "yes")
                           & (group["nfe_speedup"] >= min_speedup)]
             ntp = float(arm["accuracy"].iloc[0]) if len(arm) else float("nan")
@@ -60,8 +62,7 @@ def discordance(summaries: dict[str, pd.DataFrame]) -> pd.DataFrame:
     below the first band (the NTP arm still learning) are left out."""
     shares = []
     for df in summaries.values():
-        arm = df[(df["objective"] == "ntp") & (df["sampler"] == "ntp")]
-        arm = arm.set_index(["train_seed", "train_steps", "benchmark"])["accuracy"]
+        arm = df[is_baseline(df)].set_index(["train_seed", "train_steps", "benchmark"])["accuracy"]
         mode = df[(df["objective"] == "sbd") & (df["sampler"] == "ntp")].dropna(subset=["n_better"])
         for r in mode.itertuples():
             key = (r.train_seed, r.train_steps, r.benchmark)

@@ -34,11 +34,10 @@ def compare(path_a: Path, path_b: Path, margin: float = 0.02, problems: int = 10
         raise ValueError(f"{path_a} and {path_b} do not hold the same problems ({len(a.ids)} and {len(b.ids)} ids)")
     settings = StatsSettings(confidence=confidence, margin_pts=100 * margin)
     result, table = paired_difference(a.correct[None, :], b.correct[None, :], a.clusters, margin, settings)
-    share = (table.row_only + table.base_only) / table.n
     return {"a": str(path_a), "b": str(path_b), "problems": int(table.n), "accuracy_a": float(a.correct.mean()),
             "accuracy_b": float(b.correct.mean()), "diff": result.diff, "diff_lo": result.lo, "diff_hi": result.hi,
-            "inside_margin": bool(-margin < result.lo and result.hi < margin), "disagree": share,
-            "half_width_at": z_value(confidence) * math.sqrt(share / problems)}
+            "inside_margin": bool(-margin < result.lo and result.hi < margin), "disagree": table.discordance,
+            "half_width_at": z_value(confidence) * math.sqrt(table.discordance / problems)}
 
 
 def markdown(rows: list[dict], problems: int = 1000, margin_pts: float = 2.0, confidence: float = 0.95) -> str:

@@ -131,6 +131,7 @@ def test_the_training_curve_over_seeds_bars_the_mean_speedup_with_the_seeds_sd(t
                   scored(tmp_path, "sbd", "ntp", {}, NTP_VERDICTS, 20, 1, steps),
                   scored(tmp_path, "sbd", "eb", {"gamma": 0.1}, [1] * 5 + [0] * 5, 2, 1, steps)]
     means = seed_means(summarize(load_scores(paths)))
+    assert means["nfe_speedup_lo"].isna().all() and means["accuracy_lo"].isna().all()  # one seed's: not the mean's
     accuracy_ax, speedup_ax = Figure().subplots(2)
     _curves(accuracy_ax, speedup_ax, means)
     (bars,) = [c for c in speedup_ax.containers]

@@ -155,8 +155,8 @@ def _curves(accuracy_ax, speedup_ax, rows: pd.DataFrame) -> None:
             any_equivalent = True
         if i and run["sampler"].iloc[0] != NTP:
             speedup = run["nfe_speedup"]
-            # one seed: the bootstrap interval; over seeds: the mean's bar is the seeds' sd (as Table 1 gives it;
-            # the columns' interval is the first seed's, which the mean need not lie in)
+            # one seed: the bootstrap interval; over seeds (no one-seed interval: seeds.SEED_INTERVALS) the seeds' sd,
+            # as Table 1 gives it
             yerr = ([run["nfe_speedup_sd"].fillna(0.0)] * 2 if several else
                     [speedup - run["nfe_speedup_lo"], run["nfe_speedup_hi"] - speedup])
             speedup_ax.errorbar(steps, speedup, yerr=yerr, color=colour, marker="o", markersize=5, capsize=3,

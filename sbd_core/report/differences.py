@@ -120,9 +120,8 @@ def training_aa_lines(scores: pd.DataFrame, summary: pd.DataFrame,
                     continue  # unreachable in a report: pooling the seeds refuses such a run first
                 tested, table = paired_difference(probs.correct[None, :], first.correct[None, :], first.clusters,
                                                   settings.margin(bench), settings)
-                share = (table.row_only + table.base_only) / table.n
                 pairs.append(f"seed {seed} against seed {seed0}: {100 * tested.diff:+.1f} [{100 * tested.lo:+.1f}, "
-                             f"{100 * tested.hi:+.1f}] pt, {100 * share:.1f}% of problems decided differently")
+                             f"{100 * tested.hi:+.1f}] pt, {100 * table.discordance:.1f}% of problems decided differently")
             if not pairs:
                 continue
             others = rows[(rows["benchmark"] == bench) & (rows["model"] == model)]

@@ -15,6 +15,10 @@ from .section import Context, derived
 
 #: The columns averaged over seeds (the others are the run's identity or its settings).
 AVERAGED = ["accuracy", "nfe_speedup", "wall_speedup", "mean_nfe", "tokens_per_forward", "diff_vs_ntp"]
+#: One seed's intervals of AVERAGED columns: a row over several seeds has none (they bound one seed, not the mean;
+#: its intervals over seeds are the ``seeds_*`` columns, its speedups' spread the ``*_sd`` ones).
+SEED_INTERVALS = ["accuracy_lo", "accuracy_hi", "nfe_speedup_lo", "nfe_speedup_hi", "wall_speedup_lo",
+                  "wall_speedup_hi", "diff_lo", "diff_hi"]
 SEED_MEAN = "mean \u00b1 sd"  # the seed column of a table's row over seeds
 ONE_SEED = "one fine-tune seed: seed variance not included"
 
@@ -28,7 +32,7 @@ def final_budget(summary: pd.DataFrame) -> pd.DataFrame:
 def seed_means(summary: pd.DataFrame) -> pd.DataFrame:
     """One row per run over its seeds: the mean of :data:`AVERAGED` (``<name>_sd``: sample standard deviation over
     seeds, NaN with one seed) and the run's other columns from its first seed (``seeds_*``: the same in every seed's
-    row)."""
+    row), but no :data:`SEED_INTERVALS` with several seeds."""
     rows = []
     for _, grp in summary.groupby(SEEDS_KEY, sort=False):
         row = grp.iloc[0].to_dict()
@@ -36,6 +40,8 @@ def seed_means(summary: pd.DataFrame) -> pd.DataFrame:
             values = grp[col].dropna() if col in grp else pd.Series(dtype=float)
             row[col] = float(values.mean()) if len(values) else math.nan
             row[f"{col}_sd"] = float(values.std(ddof=1)) if len(values) > 1 else math.nan
+        if len(grp) > 1:
+            row.update({col: math.nan for col in SEED_INTERVALS if col in row})
         rows.append(row)
     return pd.DataFrame(rows)
 

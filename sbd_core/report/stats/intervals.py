@@ -190,7 +190,7 @@ def _paired_group(group: pd.DataFrame, base, settings: StatsSettings, found: dic
             margin = settings.margin(group.at[i, "benchmark"])
             row.per_seed, table = paired_difference(p.correct[None, :], ref.correct[None, :], ref.clusters, margin,
                                                     settings)
-            rate = (table.row_only + table.base_only) / table.n
+            rate = table.discordance
             row.n_better, row.n_worse, row.equiv_margin = table.row_only, table.base_only, margin
             row.problems_needed = (problems_to_resolve(rate, settings.resolve, settings.confidence, settings.power)
                                    if rate >= settings.resolve else math.nan)

@@ -41,6 +41,11 @@ class PairedTable:
     def diff(self) -> float:
         return (self.row_only - self.base_only) / self.n
 
+    @property
+    def discordance(self) -> float:
+        """The share of problems the two decide differently."""
+        return (self.row_only + self.base_only) / self.n
+
     def scaled(self, deff: float) -> PairedTable:
         return PairedTable(self.both / deff, self.row_only / deff, self.base_only / deff, self.neither / deff)
 
