@@ -33,7 +33,7 @@ _COMPUTED = {  # per task, the groups a solution computes
     # the folded slope and intercept
     "code_affine": re.compile(r"x \* (\d+)|(?<=[\dx]) [+-] (\d+)|return \(?(-?\d+) - "),
 }
-_COMPUTED["math_long"] = _COMPUTED["math_direct"] = _COMPUTED["math"]
+_COMPUTED["math_long"] = _COMPUTED["math_direct"] = _COMPUTED["math_graded"] = _COMPUTED["math"]
 
 
 def computed_chars(task: str, target: str) -> set[int]:

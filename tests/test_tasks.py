@@ -438,7 +438,8 @@ def _consts_of(p):
 # ---------------------------------------------------------------- registry and errors
 
 def test_registry_and_training_texts():
-    assert set(TASKS) == {"math", "code", "code_chain", "code_affine", "math_long", "math_direct"} and get_task("math").extract_answer is math_task.extract_answer
+    assert set(TASKS) == {"math", "code", "code_chain", "code_affine", "math_long", "math_direct", "math_graded",
+                          "code_graded"} and get_task("math").extract_answer is math_task.extract_answer
     pairs = training_texts(["math", "code"], 5, seed=0)
     assert len(pairs) == 10 and all(isinstance(a, str) and isinstance(b, str) for a, b in pairs)
     assert pairs[0][0].startswith("Question:") and pairs[5][0].startswith("def ")

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from sbd_core.errors import UserError
 from sbd_core.tasks import get_task
+from sbd_core.tasks.graded import HARD_EVERY
 from sbd_core.tasks.math_task import DIRECT_DIGITS, LONG_DIGITS
 
 from .code import CodeBenchmark
 from .lm_eval_task import LmEvalBenchmark
 from .settings import GeneratedCodeSettings, GeneratedSettings
 
-__all__ = ["MATH", "MATH_LONG", "MATH_DIRECT", "CODE", "CODE_CHAIN", "CODE_AFFINE"]
+__all__ = ["MATH", "MATH_LONG", "MATH_DIRECT", "MATH_GRADED", "CODE", "CODE_CHAIN", "CODE_AFFINE", "CODE_GRADED"]
 
 _DEFAULTS = dict(max_new_tokens=96, limit=100, chat=False)  # the embedded default's decode budget and test size
 
@@ -87,14 +88,20 @@ MATH = _math("math", _DEFAULTS["max_new_tokens"])
 MATH_LONG = _math("math_long", 112, operand_digits=LONG_DIGITS)
 # each step's result written at once (no columns) on shorter numbers; its solutions run to 29 tokens
 MATH_DIRECT = _math("math_direct", 48, operand_digits=DIRECT_DIGITS, worked=False)
+# the math task with one problem in nine a product written at once (sbd_core/tasks/graded.py)
+MATH_GRADED = _math("math_graded", _DEFAULTS["max_new_tokens"], hard="sbd_core.tasks.math_task.make_products",
+                    hard_every=HARD_EVERY)
 
 
-def _code(name: str, generator: str) -> SyntheticCode:
+def _code(name: str, generator: str, **source) -> SyntheticCode:
     """A code benchmark over the task ``name`` (evalplus records, scored by the code scorer)."""
     return SyntheticCode(name=name, paper_column=None, group="synthetic", dataset="humaneval", release=None,
-                         source={"generator": generator}, defaults=GeneratedCodeSettings(**_DEFAULTS))
+                         source={"generator": generator, **source}, defaults=GeneratedCodeSettings(**_DEFAULTS))
 
 
 CODE = _code("code", "sbd_core.tasks.code_task")
 CODE_CHAIN = _code("code_chain", "sbd_core.tasks.code_chain_task")
 CODE_AFFINE = _code("code_affine", "sbd_core.tasks.code_affine_task")
+# code_chain with one problem in nine a fold whose slope and intercept are products (sbd_core/tasks/graded.py)
+CODE_GRADED = _code("code_graded", "sbd_core.tasks.code_chain_task", hard="sbd_core.tasks.code_affine_task.FOLD_TABLE",
+                    hard_every=HARD_EVERY)

@@ -1,6 +1,7 @@
 """Synthetic tasks for the embedded default: GSM8K-style math (``math_long``: on longer numbers;
 ``math_direct``: each step's result written without working) and HumanEval-style
-code (32 families; 952 in ``code_chain``; ``code_affine``: bodies computed from their docstrings).
+code (32 families; 952 in ``code_chain``; ``code_affine``: bodies computed from their docstrings); ``math_graded`` and
+``code_graded``: ``math`` and ``code_chain`` with one problem in nine a computation the tiny models cannot learn.
 
 ``TASKS`` maps a task name to a :class:`Task` with a uniform interface (``make_problems``,
 ``prompt_text``, ``target_text``; ``extract_answer`` for math only). ``training_texts`` returns
@@ -14,7 +15,7 @@ from typing import Callable, Optional
 
 import functools
 
-from . import code_affine_task, code_chain_task, code_task, math_task
+from . import code_affine_task, code_chain_task, code_task, graded, math_task
 from .splits import EVALUATION_SPLITS, SPLITS
 
 
@@ -33,24 +34,35 @@ class Task:
     stop_sequences: tuple[str, ...] = ()
 
 
-def _math(name: str, **variant) -> Task:
-    """A task of the math task's problems, prompts, answers and stops; ``variant``: its operand lengths and solution
-    form (:func:`math_task.make_problems`'s ``one_step``, ``two_step`` and ``worked``)."""
-    return Task(name, functools.partial(math_task.make_problems, **variant), math_task.prompt_text,
-                math_task.target_text, math_task.extract_answer, ("\n\n", "Question:"))
+_CODE_STOPS = ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")
+
+
+def _math(name: str, make_problems=None, **variant) -> Task:
+    """A task of the math task's prompts, answers and stops; its problems ``make_problems`` or the math task's with
+    ``variant``: operand lengths and solution form (:func:`math_task.make_problems`'s ``one_step``, ``two_step`` and
+    ``worked``)."""
+    make_problems = make_problems or functools.partial(math_task.make_problems, **variant)
+    return Task(name, make_problems, math_task.prompt_text, math_task.target_text, math_task.extract_answer,
+                ("\n\n", "Question:"))
+
+
+def _code(name: str, make_problems) -> Task:
+    """A task of code problems in the evalplus schema (the code task's prompts, targets and stops)."""
+    return Task(name, make_problems, code_task.prompt_text, code_task.target_text, None, _CODE_STOPS)
 
 
 TASKS: dict[str, Task] = {
     "math": _math("math"),
-    "code": Task("code", code_task.make_problems, code_task.prompt_text, code_task.target_text,
-                 None, ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")),
-    "code_chain": Task("code_chain", code_chain_task.make_problems, code_chain_task.prompt_text,
-                       code_chain_task.target_text, None, ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")),
-    "code_affine": Task("code_affine", code_affine_task.make_problems, code_affine_task.prompt_text,
-                        code_affine_task.target_text, None, ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")),
+    "code": _code("code", code_task.make_problems),
+    "code_chain": _code("code_chain", code_chain_task.make_problems),
+    "code_affine": _code("code_affine", code_affine_task.make_problems),
     "math_long": _math("math_long", one_step=math_task.LONG_DIGITS[0], two_step=math_task.LONG_DIGITS[1]),
     "math_direct": _math("math_direct", one_step=math_task.DIRECT_DIGITS[0], two_step=math_task.DIRECT_DIGITS[1],
                          worked=False),
+    # below the ceiling by difficulty: one problem in nine a computation the tiny models do not learn (graded.py)
+    "math_graded": _math("math_graded", graded.mixed(math_task.make_problems, math_task.make_products, "math/")),
+    "code_graded": _code("code_graded", graded.mixed(code_chain_task.make_problems,
+                                                     code_affine_task.FOLD_TABLE.make_problems, "HumanEval/")),
 }
 
 

@@ -86,3 +86,24 @@ build_problem = TABLE.build_problem
 capacities = TABLE.capacities
 capacity = TABLE.capacity
 make_problems = TABLE.make_problems
+
+# code_graded's hard problems: a times, an additive and a times step on two-digit constants, folded ("Return x times
+# 37, plus 18, times 43, as one slope and one intercept." -> ``return x * 1591 + 774``): the slope and the intercept
+# are products of two 2-digit numbers written at once, which the embedded configs' tiny models do not learn to compute
+# (docs/tasks.md); the doctest's one example gives neither without the other. The docstring's last words tell these
+# apart from code_chain's transcribed chains.
+_FOLD_CONSTANTS = tuple(range(11, 50))
+
+
+def _fold_family(additive: str) -> Family:
+    """The family "x times c1, <additive> c2, times c3", written folded."""
+    steps = ("times", additive, "times")
+
+    def body(consts: dict) -> str:
+        return f"return {affine_text(*fold(steps, (consts['c1'], consts['c2'], consts['c3'])))}"
+    words = ", ".join(_WORDS[step].format("{c%d}" % i) for i, step in enumerate(steps, 1))
+    return Family("fold_" + "_".join(steps), "x", "int", f"Return x {words}, as one slope and one intercept.", body,
+                  tuple((f"c{i}", _FOLD_CONSTANTS) for i in (1, 2, 3)))
+
+
+FOLD_TABLE = FamilyTable(tuple(_fold_family(step) for step in ("plus", "minus", "from")), "sbd-code-fold-v1")

@@ -40,7 +40,7 @@ from .splits import SPLITS, check_count, check_split
 from .splits import split_of as _split_of
 
 __all__ = ["KINDS", "SPLITS", "MAX_PROBLEMS", "add_steps", "sub_steps", "direct_step", "split_of", "make_problems",
-           "prompt_text", "target_text", "extract_answer"]
+           "make_products", "prompt_text", "target_text", "extract_answer"]
 
 KINDS = ("add", "sub", "sub", "add_sub")  # drawn in turn (a seeded order of this cycle): half the problems subtract
 MAX_PROBLEMS = 100_000  # per call: a bound on the work of one call, far below what a held-out split holds
@@ -89,7 +89,7 @@ def sub_steps(a: int, b: int) -> str:
 
 
 _STEPS = {"+": add_steps, "-": sub_steps}
-_APPLY = {"+": lambda x, y: x + y, "-": lambda x, y: x - y}
+_APPLY = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y}
 
 
 def direct_step(x: int, op: str, y: int) -> str:
@@ -134,6 +134,8 @@ def _question(rng: random.Random, ops: list[tuple[int, str, int]]) -> str:
     """The word problem of one computation, with a random name, item and verbs."""
     name, item = rng.choice(_NAMES), rng.choice(_ITEMS)
     (a, op, b), rest = ops[0], ops[1:]
+    if op == "*":
+        return f"{name} has {a} boxes of {b} {item}. How many {item} in all?"
     if rest:
         return (f"{name} has {a} {item}, {rng.choice(_GAIN)} {b} more, then {rng.choice(_LOSE)} {rest[0][2]}. "
                 f"How many {item} are left?")
@@ -174,6 +176,35 @@ def make_problems(split: str, n: int, seed: int, one_step: tuple[int, ...] = ONE
             continue
         seen.add(key)
         out.append(_record(len(out), kind, ops, _question(rng, ops), worked))
+    return out
+
+
+# a product's operand lengths (math_graded's hard problems, :func:`make_products`)
+PRODUCT_DIGITS = (2, 3)
+
+
+def make_products(split: str, n: int, seed: int) -> list[dict]:
+    """``n`` distinct one-step products of ``split`` (kind ``"mul"``), a 2-digit times a 3-digit number, the result
+    written at once: "Ann has 34 boxes of 127 pens. How many pens in all?" -> ``" 34*127=4318.\n#### 4318"``.
+    ``math_graded``'s hard problems: no column work on the page, and a product of that size is a computation the
+    tiny models of the embedded configs do not learn to do in one step (docs/tasks.md). Deterministic in ``seed``;
+    the key and split hash are the other kinds' (``repr`` of the steps).
+
+    Raises ValueError for an unknown split, a bad ``n``, or ``n > MAX_PROBLEMS``.
+    """
+    check_split(split)
+    if check_count(n) > MAX_PROBLEMS:
+        raise ValueError(f"n={n} exceeds MAX_PROBLEMS={MAX_PROBLEMS} math problems per call")
+    rng = random.Random(seed)
+    seen: set[str] = set()
+    out: list[dict] = []
+    while len(out) < n:
+        ops = [(_number(rng, PRODUCT_DIGITS[:1]), "*", _number(rng, PRODUCT_DIGITS[1:]))]
+        key = repr(ops)
+        if key in seen or split_of(key) != split:
+            continue
+        seen.add(key)
+        out.append(_record(len(out), "mul", ops, _question(rng, ops), worked=False))
     return out
 
 

@@ -81,6 +81,8 @@ SOURCES = {s.name: s for s in (
     Source("code_affine", "plain", ("train.jsonl",), ("prompt", "target")),
     Source("math_long", "plain", ("train.jsonl",), ("prompt", "target")),
     Source("math_direct", "plain", ("train.jsonl",), ("prompt", "target")),
+    Source("math_graded", "plain", ("train.jsonl",), ("prompt", "target")),
+    Source("code_graded", "plain", ("train.jsonl",), ("prompt", "target")),
 )}
 
 
