@@ -6,7 +6,10 @@ import re
 
 import pytest
 
+from test_report_stats import scored
+
 from sbd_core.benchmarks import get_benchmark
+from sbd_core.report import build_report
 from sbd_core.tasks import code_affine_task, code_chain_task, get_task, graded, math_task
 
 
@@ -86,3 +89,26 @@ def test_registered_as_sources_and_benchmarks():
         rows = get_benchmark(name).training_rows("train", 9, 0)
         assert len(rows) == 9 and rows[8]["task"] == name
     assert get_benchmark("code_graded").cluster({"entry_point": "fold_times_plus_times"}) == "fold_times_plus_times"
+
+
+def test_level_of_reads_the_position_in_the_mix():
+    assert [graded.level_of(f"math/{i}") for i in (0, 7, 8, 9, 17)] == ["easy", "easy", "hard", "easy", "hard"]
+    assert graded.level_of("HumanEval/26") == "hard" and get_task("code_graded").level_of is graded.level_of
+    assert get_task("math").level_of is None
+
+
+def test_the_report_gives_a_graded_tasks_accuracy_by_level_and_nothing_for_other_tasks(tmp_path):
+    """18 problems (ids 8 and 17 hard): the NTP arm solves 15 of the 16 easy ones and one hard one, the SBD row 12
+    easy and no hard one; the cells count them, the NTP arm first. A run on the math task has no such section."""
+    ntp = [1] * 18
+    ntp[3] = ntp[8] = 0  # one easy miss, one hard miss (17 is solved)
+    sbd = [1] * 12 + [0] * 6  # problems 0-11 solved: 11 easy ones and the hard one at 8
+    paths = [scored(tmp_path, "sbd", "eb", {"gamma": 0.1}, sbd, 5, benchmark="math_graded"),
+             scored(tmp_path, "ntp", "ntp", {}, ntp, 20, benchmark="math_graded")]
+    md = build_report(paths, paper_table=None)["report.md"].decode()
+    section = md[md.index("## Graded tasks: accuracy by difficulty"):]
+    assert ("| tiny | NTP / NTP | 0 | 93.8 (15 / 16) | 50.0 (1 / 2) |\n"
+            "| tiny | SBD / EB γ=0.1 | 0 | 68.8 (11 / 16) | 50.0 (1 / 2) |") in section
+    (tmp_path / "plain").mkdir()
+    plain = [scored(tmp_path / "plain", o, s, p, ntp, 20) for o, s, p in (("ntp", "ntp", {}), ("sbd", "ntp", {}))]
+    assert "Graded tasks" not in build_report(plain, paper_table=None)["report.md"].decode()

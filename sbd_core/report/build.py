@@ -17,6 +17,7 @@ from .curves import PaperFigures
 from .differences import Differences
 from .figures import Figure1, SpeedupFigures
 from .lcb import LiveCodeBench
+from .levels import Levels
 from .lossless import Lossless, NotLossless
 from .outputs import REPORT, SUMMARY
 from .overview import Head, Recipe
@@ -31,7 +32,7 @@ from .stats.intervals import PairingError
 from .table2 import Table2
 
 #: The report's topics: their columns are added in this order, their parts of report.md follow in this order.
-SECTIONS = (Speedups(), Head(), Differences(), Peers(), Lossless(), Recipe(), WallClock(), Prediction(),
+SECTIONS = (Speedups(), Head(), Differences(), Levels(), Peers(), Lossless(), Recipe(), WallClock(), Prediction(),
             PaperComparison(), PaperTable(), Figure1(), SpeedupFigures(), PaperFigures(), LiveCodeBench(), Table2())
 
 

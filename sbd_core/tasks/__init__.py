@@ -23,7 +23,8 @@ from .splits import EVALUATION_SPLITS, SPLITS
 class Task:
     """Uniform view of a task module.
 
-    ``stop_sequences`` are suggested generation stops after the target (the model should emit eos first).
+    ``stop_sequences`` are suggested generation stops after the target (the model should emit eos first);
+    ``level_of``: a graded task's difficulty level of a problem id (:func:`graded.level_of`; None: one level).
     """
 
     name: str
@@ -32,23 +33,24 @@ class Task:
     target_text: Callable[[dict], str]
     extract_answer: Optional[Callable[[str], Optional[str]]] = None
     stop_sequences: tuple[str, ...] = ()
+    level_of: Optional[Callable[[str], str]] = None
 
 
 _CODE_STOPS = ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")
 
 
-def _math(name: str, make_problems=None, **variant) -> Task:
+def _math(name: str, make_problems=None, level_of=None, **variant) -> Task:
     """A task of the math task's prompts, answers and stops; its problems ``make_problems`` or the math task's with
     ``variant``: operand lengths and solution form (:func:`math_task.make_problems`'s ``one_step``, ``two_step`` and
     ``worked``)."""
     make_problems = make_problems or functools.partial(math_task.make_problems, **variant)
     return Task(name, make_problems, math_task.prompt_text, math_task.target_text, math_task.extract_answer,
-                ("\n\n", "Question:"))
+                ("\n\n", "Question:"), level_of)
 
 
-def _code(name: str, make_problems) -> Task:
+def _code(name: str, make_problems, level_of=None) -> Task:
     """A task of code problems in the evalplus schema (the code task's prompts, targets and stops)."""
-    return Task(name, make_problems, code_task.prompt_text, code_task.target_text, None, _CODE_STOPS)
+    return Task(name, make_problems, code_task.prompt_text, code_task.target_text, None, _CODE_STOPS, level_of)
 
 
 TASKS: dict[str, Task] = {
@@ -60,9 +62,11 @@ TASKS: dict[str, Task] = {
     "math_direct": _math("math_direct", one_step=math_task.DIRECT_DIGITS[0], two_step=math_task.DIRECT_DIGITS[1],
                          worked=False),
     # below the ceiling by difficulty: one problem in nine a computation the tiny models do not learn (graded.py)
-    "math_graded": _math("math_graded", graded.mixed(math_task.make_problems, math_task.make_products, "math/")),
+    "math_graded": _math("math_graded", graded.mixed(math_task.make_problems, math_task.make_products, "math/"),
+                         graded.level_of),
     "code_graded": _code("code_graded", graded.mixed(code_chain_task.make_problems,
-                                                     code_affine_task.FOLD_TABLE.make_problems, "HumanEval/")),
+                                                     code_affine_task.FOLD_TABLE.make_problems, "HumanEval/"),
+                         graded.level_of),
 }
 
 

@@ -22,6 +22,13 @@ from typing import Callable
 from .splits import check_count
 
 HARD_EVERY = 9  # one problem in nine is hard: an arm that solves every easy problem and no hard one scores 88.9%
+LEVELS = ("easy", "hard")
+
+
+def level_of(problem_id: str) -> str:
+    """The level of a graded task's problem from its id (``"math/17"``: the 18th problem, hard)."""
+    index = int(problem_id.rsplit("/", 1)[-1])
+    return LEVELS[index % HARD_EVERY == HARD_EVERY - 1]
 
 
 def mixed(easy: Callable[[str, int, int], list], hard: Callable[[str, int, int], list], id_prefix: str
