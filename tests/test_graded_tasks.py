@@ -2,6 +2,7 @@
 cannot learn. The mix's order and ids, the easy problems being the easy task's own, the hard problems' answers against
 an evaluation written here, their splits, and the code scorer on the folded bodies."""
 
+import math
 import re
 
 import pytest
@@ -44,26 +45,34 @@ def test_math_graded_products_are_right_and_keep_the_math_split():
 
 
 def test_code_graded_folds_compute_what_the_docstring_says():
-    """A hard code problem: x times c1, <plus|minus|subtracted from> c2, times c3 on 11-49, its body one slope and one
-    intercept (both products of two constants), equal to the docstring's steps applied one by one on every input."""
+    """A hard code problem: a chain of three or four steps of times, plus, minus, subtracted from with at least two
+    times, on constants 11-39 (three steps) or 11-19 (four), its body one slope and one intercept, equal to the
+    docstring's steps applied one by one on every input; the slope is the product of the times constants (so never a
+    one- or two-digit number). 77 families, and a 1,000-problem test set's 111 hard problems span all of them."""
+    assert len(code_affine_task.FOLD_FAMILIES) == 77
     task = get_task("code_graded")
-    folds = [p for p in task.make_problems("test", 900, 0) if p["entry_point"].startswith("fold_")]
-    assert len(folds) == 100 and {p["entry_point"] for p in folds} == {
-        "fold_times_plus_times", "fold_times_minus_times", "fold_times_from_times"}
-    apply = {"plus": lambda y, c: y + c, "minus": lambda y, c: y - c, "from": lambda y, c: c - y}
+    folds = [p for p in task.make_problems("test", 1000, 0) if p["entry_point"].startswith("fold_")]
+    assert len(folds) == 111 and len({p["entry_point"] for p in folds}) == 77
+    apply = {"times": lambda y, c: y * c, "plus": lambda y, c: y + c, "minus": lambda y, c: y - c,
+             "from": lambda y, c: c - y}
     for p in folds:
         doc = p["prompt"].split('"""')[1].split("\n")[0]
-        c1, c2, c3 = map(int, re.findall(r"\d+", doc))
-        assert doc.endswith(", as one slope and one intercept.") and all(11 <= c <= 49 for c in (c1, c2, c3))
-        middle = p["entry_point"].split("_")[2]
+        steps = p["entry_point"].split("_")[1:]
+        consts = [int(c) for c in re.findall(r"\d+", doc)]
+        assert doc.endswith(", as one slope and one intercept.") and len(consts) == len(steps) in (3, 4)
+        assert steps.count("times") >= 2 and all(11 <= c <= (39 if len(steps) == 3 else 19) for c in consts)
         env: dict = {}
         exec(p["prompt"] + p["canonical_solution"], env)  # noqa: S102 (our own canonical body)
         fn = env[p["entry_point"]]
         for [x] in p["base_input"] + p["plus_input"]:
-            assert fn(x) == apply[middle](x * c1, c2) * c3
-        assert f"x * {c1 * c3}" in p["canonical_solution"]
+            y = x
+            for step, c in zip(steps, consts):
+                y = apply[step](y, c)
+            assert fn(x) == y
+        slope = math.prod(c for step, c in zip(steps, consts) if step == "times")
+        assert slope > 100 and f"x * {slope}" in p["canonical_solution"]
         assert code_affine_task.FOLD_TABLE.split_of(code_affine_task.FOLD_TABLE.signature(
-            p["entry_point"], {"c1": c1, "c2": c2, "c3": c3})) == "test"
+            p["entry_point"], {f"c{i}": c for i, c in enumerate(consts, 1)})) == "test"
 
 
 def test_the_code_scorer_passes_the_folds_and_fails_a_wrong_product(tmp_path):

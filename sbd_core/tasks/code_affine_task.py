@@ -87,23 +87,26 @@ capacities = TABLE.capacities
 capacity = TABLE.capacity
 make_problems = TABLE.make_problems
 
-# code_graded's hard problems: a times, an additive and a times step on two-digit constants, folded ("Return x times
-# 37, plus 18, times 43, as one slope and one intercept." -> ``return x * 1591 + 774``): the slope and the intercept
-# are products of two 2-digit numbers written at once, which the embedded configs' tiny models do not learn to compute
-# (docs/tasks.md); the doctest's one example gives neither without the other. The docstring's last words tell these
-# apart from code_chain's transcribed chains.
-_FOLD_CONSTANTS = tuple(range(11, 50))
+# code_graded's hard problems: chains of three or four affine steps with at least two "times" on two-digit constants,
+# folded ("Return x times 37, plus 18, times 43, as one slope and one intercept." -> ``return x * 1591 + 774``): the
+# slope is a product of two or more 2-digit numbers, written at once, which the embedded configs' tiny models do not
+# learn to compute (docs/tasks.md), and the doctest's one example gives the intercept only with it. 77 families (10
+# of three steps, 67 of four), so a test set's hard problems spread over many families as its easy ones do; constants
+# 11-39 in three steps, 11-19 in four (which keeps the grid to 0.68 million tuples). The docstring's last words tell
+# them apart from code_chain's transcribed chains.
+FOLD_LENGTHS = {3: tuple(range(11, 40)), 4: tuple(range(11, 20))}
 
 
-def _fold_family(additive: str) -> Family:
-    """The family "x times c1, <additive> c2, times c3", written folded."""
-    steps = ("times", additive, "times")
-
+def _fold_family(steps: tuple[str, ...]) -> Family:
+    """The family of the affine chain ``steps``, written folded."""
     def body(consts: dict) -> str:
-        return f"return {affine_text(*fold(steps, (consts['c1'], consts['c2'], consts['c3'])))}"
+        return f"return {affine_text(*fold(steps, tuple(consts[f'c{i}'] for i in range(1, len(steps) + 1))))}"
     words = ", ".join(_WORDS[step].format("{c%d}" % i) for i, step in enumerate(steps, 1))
     return Family("fold_" + "_".join(steps), "x", "int", f"Return x {words}, as one slope and one intercept.", body,
-                  tuple((f"c{i}", _FOLD_CONSTANTS) for i in (1, 2, 3)))
+                  tuple((f"c{i}", FOLD_LENGTHS[len(steps)]) for i in range(1, len(steps) + 1)))
 
 
-FOLD_TABLE = FamilyTable(tuple(_fold_family(step) for step in ("plus", "minus", "from")), "sbd-code-fold-v1")
+FOLD_FAMILIES = tuple(_fold_family(steps) for n in FOLD_LENGTHS
+                      for steps in itertools.product(("times", "plus", "minus", "from"), repeat=n)
+                      if steps.count("times") >= 2)
+FOLD_TABLE = FamilyTable(FOLD_FAMILIES, "sbd-code-fold-v2")
