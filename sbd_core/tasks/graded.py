@@ -7,9 +7,9 @@ half-learnt problems a run gets right is the training's chance, so no pair of ar
 points there, an NTP arm against itself included. Real benchmarks are below the ceiling in another way: a model
 solves the problems within its reach and fails those beyond it, and two runs agree on both. A graded task is built
 that way: every :data:`HARD_EVERY`-th problem is a hard one (a product of a 2-digit and a 3-digit number, or a fold
-whose intercept is such a product, written at once), the others come from the easy task (``math``, ``code_chain``),
-which the tiny models learn to 98-100% (study-r4 and r6 there). The hard problems are in the training data as well,
-so the model knows their form; what it cannot do is the computation.
+whose slope is a product of two-digit constants, written at once), the others come from the easy task (``math``,
+``code_chain``), which the tiny models learn to 98-100% (study-r4 and r6 there). The hard problems are in the training
+data as well, so the model knows their form; what it cannot do is the computation.
 
 Problems are renumbered in the mixed order (``math/<i>``, ``HumanEval/<i>``); the easy and hard draws take the same
 seed, and each keeps its own keys and split hash, so a problem's split is the one it has in its own task.
