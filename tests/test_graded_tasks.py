@@ -12,6 +12,7 @@ from test_report_stats import scored
 from sbd_core.benchmarks import get_benchmark
 from sbd_core.report import build_report
 from sbd_core.tasks import code_affine_task, code_chain_task, get_task, graded, math_task
+from sbd_core.training_data.sources import get_source
 
 
 @pytest.mark.parametrize("name, easy, prefix", [("math_graded", math_task.make_problems, "math/"),
@@ -91,8 +92,6 @@ def test_the_code_scorer_passes_the_folds_and_fails_a_wrong_product(tmp_path):
 
 
 def test_registered_as_sources_and_benchmarks():
-    from sbd_core.training_data.sources import get_source
-
     for name in ("math_graded", "code_graded"):
         assert get_source(name).generated and get_benchmark(name).source["hard_every"] == graded.HARD_EVERY
         rows = get_benchmark(name).training_rows("train", 9, 0)

@@ -161,16 +161,30 @@ def make_problems(split: str, n: int, seed: int, one_step: tuple[int, ...] = ONE
 
     Raises ValueError for an unknown split, a bad ``n``, or ``n > MAX_PROBLEMS``.
     """
+    _check_request(split, n)
+    rng = random.Random(seed)
+    kinds = rng.sample(KINDS, len(KINDS))
+
+    def draw(i: int) -> tuple[str, list]:
+        kind = kinds[i % len(kinds)]
+        return kind, _draw(kind, rng, one_step, two_step)
+    return _collect(split, n, rng, draw, worked)
+
+
+def _check_request(split: str, n: int) -> None:
+    """ValueError for an unknown split, a bad ``n``, or ``n > MAX_PROBLEMS``."""
     check_split(split)
     if check_count(n) > MAX_PROBLEMS:
         raise ValueError(f"n={n} exceeds MAX_PROBLEMS={MAX_PROBLEMS} math problems per call")
-    rng = random.Random(seed)
-    kinds = rng.sample(KINDS, len(KINDS))
+
+
+def _collect(split: str, n: int, rng: random.Random, draw, worked: bool) -> list[dict]:
+    """``n`` distinct problems of ``split``: ``draw(i)`` gives the ``i``-th problem's kind and steps, drawn again while
+    they fall in another split or were drawn before; each record's question is drawn from ``rng`` once accepted."""
     seen: set[str] = set()
     out: list[dict] = []
     while len(out) < n:
-        kind = kinds[len(out) % len(kinds)]
-        ops = _draw(kind, rng, one_step, two_step)
+        kind, ops = draw(len(out))
         key = repr(ops)
         if key in seen or split_of(key) != split:
             continue
@@ -192,20 +206,12 @@ def make_products(split: str, n: int, seed: int) -> list[dict]:
 
     Raises ValueError for an unknown split, a bad ``n``, or ``n > MAX_PROBLEMS``.
     """
-    check_split(split)
-    if check_count(n) > MAX_PROBLEMS:
-        raise ValueError(f"n={n} exceeds MAX_PROBLEMS={MAX_PROBLEMS} math problems per call")
+    _check_request(split, n)
     rng = random.Random(seed)
-    seen: set[str] = set()
-    out: list[dict] = []
-    while len(out) < n:
-        ops = [(_number(rng, PRODUCT_DIGITS[:1]), "*", _number(rng, PRODUCT_DIGITS[1:]))]
-        key = repr(ops)
-        if key in seen or split_of(key) != split:
-            continue
-        seen.add(key)
-        out.append(_record(len(out), "mul", ops, _question(rng, ops), worked=False))
-    return out
+
+    def draw(i: int) -> tuple[str, list]:
+        return "mul", [(_number(rng, PRODUCT_DIGITS[:1]), "*", _number(rng, PRODUCT_DIGITS[1:]))]
+    return _collect(split, n, rng, draw, worked=False)
 
 
 def prompt_text(problem: dict) -> str:
