@@ -7,12 +7,13 @@ from __future__ import annotations
 import pandas as pd
 
 from ..tasks import TASKS
+from ..tasks.graded import HARD_EVERY
 from .render import to_markdown
 from .section import Context, Section
 from .seeds import final_budget
 from .tables import arm_rank, benchmark_order, family_rank
 
-INTRO = ("A graded task is a task the model can learn to the ceiling with one problem in nine replaced by a "
+INTRO = (f"A graded task is a task the model can learn to the ceiling with one problem in {HARD_EVERY} replaced by a "
          "computation it is not expected to learn (docs/tasks.md); its accuracy below the ceiling comes from those. "
          "Each cell: the level's accuracy % (problems solved / problems).")
 
