@@ -19,9 +19,11 @@ from snakemake_runs import snakemake
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted((ROOT / "config").glob("*.yaml"))
-# the default tier plans the default, the seeds stacked on it and the paper config; the slow tier every shipped one
-SHIPPED_CASES = [pytest.param(path, id=path.name, marks=() if path.name in ("config.yaml", "seeds.yaml", "paper.yaml")
-                              else pytest.mark.slow) for path in SHIPPED]
+# the default tier plans the default, the seeds stacked on it, the claim run and the paper config; the slow tier every
+# shipped one
+DEFAULT_TIER = ("config.yaml", "seeds.yaml", "claim.yaml", "paper.yaml")
+SHIPPED_CASES = [pytest.param(path, id=path.name, marks=() if path.name in DEFAULT_TIER else pytest.mark.slow)
+                 for path in SHIPPED]
 
 
 def stand_in_local_models(workdir: Path, config: dict) -> None:
@@ -107,6 +109,20 @@ def shipped(path: Path) -> tuple[list[str], dict]:
 @pytest.mark.parametrize("path", SHIPPED_CASES)
 def test_dry_run_plans_only_what_the_config_says(shipped_plan, path):
     assert wildcard_values(shipped_plan(path)) == expected(shipped(path)[1])
+
+
+def test_the_claim_config_tests_plain_sbd_on_held_out_problems():
+    """Issue 26's claim run: 1,000 test problems a task, both arms one recipe, the SBD rows plain (no verify), and the
+    checkpoints its training curve needs; stacked with config/seeds.yaml it trains three seeds an arm."""
+    _, config = shipped(ROOT / "config" / "claim.yaml")
+    assert {name: (b["split"], b["limit"]) for name, b in config["benchmarks"].items()} == {
+        "math_graded": ("test", 1000), "code_graded": ("test", 1000)}
+    assert config["finetune"]["objectives"] == ["ntp", "sbd"] and "seeds" not in config["finetune"]
+    assert len(config["finetune"]["eval_at_steps"]) >= 3
+    assert all(spec.get("verify", "none") == "none" for spec in config["decode"]["samplers"])
+    with_seeds = stacked(config, yaml.safe_load((ROOT / "config" / "seeds.yaml").read_text()))
+    assert sorted(trained_arms(plan_arms(with_seeds["finetune"]))) == ["ntp", "ntp-s1", "ntp-s2", "sbd", "sbd-s1",
+                                                                       "sbd-s2"]
 
 
 def test_the_seeds_config_trains_three_seeds_per_arm():
@@ -311,11 +327,13 @@ def test_downloads_run_on_the_submitting_node(tmp_path):
 @pytest.mark.parametrize("path", SHIPPED_CASES)
 def test_timing_stage_measures_each_model_once_and_feeds_the_report(shipped_plan, path):
     """One time(k) job per model (its SBD arm's checkpoint, the decode block size and its batch sizes), on the whole
-    machine like a decode job, and the report reads every time(k) file."""
+    machine like a decode job, and the report reads every time(k) file; none where the config turns it off
+    (config/claim.yaml)."""
     config = shipped(path)[1]
     planned_jobs = jobs(shipped_plan(path))
+    timed = sorted(config["models"]) if config.get("timing", {}).get("enabled", True) else []
     timing = [j["command"] for j in planned_jobs if j["rule"] == "timing"]
-    assert sorted(re.search(r"--out \S+/timing/(\S+)\.json", c).group(1) for c in timing) == sorted(config["models"])
+    assert sorted(re.search(r"--out \S+/timing/(\S+)\.json", c).group(1) for c in timing) == timed
     block = config["decode"].get("block_size", 16)
     batch = config["decode"].get("batch_size", 8)
     for command in timing:
@@ -323,7 +341,7 @@ def test_timing_stage_measures_each_model_once_and_feeds_the_report(shipped_plan
         assert f"--batch {' '.join(str(b) for b in sorted({1, batch}))} " in command
     report = next(j["command"] for j in planned_jobs if j["rule"] == "report")
     for model in config["models"]:
-        assert f"/timing/{model}.json" in report
+        assert (f"/timing/{model}.json" in report) == (model in timed)
 
 
 @pytest.mark.parametrize("decode_threads, cores, torch_threads",

@@ -157,6 +157,7 @@ def test_write_report_files(score_paths, tmp_path):
     assert re.search(r"(?<!\\)[_%]", tex.split("\n", 1)[1]) is None  # no unescaped _ or % after the comment line
     md = (out / "report.md").read_text()
     assert "not comparable" in md and "docs/claim-study.md" in md and "speedup_math.png" in md
+    assert "--configfile config/claim.yaml" in md and "results/reference/claim/" in md
     assert "75.0 (4.00x, wall 5.00x [5.00, 5.00])" in md
     assert "Wall speedup" in md and "tiny / sbd: none" in md
     assert "90.1 (2.77x)" in (out / "paper_table1.md").read_text()
