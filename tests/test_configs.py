@@ -15,6 +15,7 @@ import yaml
 
 from sbd_core.pipeline.arms import plan_arms, trained_arms
 from sbd_core.samplers import expand_samplers
+from sbd_core.settings import TimingSettings, from_section
 from snakemake_runs import snakemake
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -331,7 +332,7 @@ def test_timing_stage_measures_each_model_once_and_feeds_the_report(shipped_plan
     (config/claim.yaml)."""
     config = shipped(path)[1]
     planned_jobs = jobs(shipped_plan(path))
-    timed = sorted(config["models"]) if config.get("timing", {}).get("enabled", True) else []
+    timed = sorted(config["models"]) if from_section(TimingSettings, config.get("timing"), "timing").enabled else []
     timing = [j["command"] for j in planned_jobs if j["rule"] == "timing"]
     assert sorted(re.search(r"--out \S+/timing/(\S+)\.json", c).group(1) for c in timing) == timed
     block = config["decode"].get("block_size", 16)

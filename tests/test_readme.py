@@ -2,11 +2,13 @@
 SLURM, every number of its results tables comes from the shipped run, and every link of it and of docs/ resolves.
 (Its rerun and redraw commands run as printed in tests/test_workflow.py, on the smoke run's products.)"""
 
-import csv
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
+
+from sbd_core.report.seeds import final_budget
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -43,15 +45,12 @@ def results_tables(heading: str) -> list[list[dict[str, str]]]:
     return tables
 
 
-def shipped(summary: Path) -> dict[tuple[str, str], dict[str, str]]:
-    """The final models' rows (each arm's last step) of fine-tune seed 0 in a shipped run's summary.csv, by (label,
-    benchmark)."""
-    rows = [row for row in csv.DictReader(open(summary, encoding="utf-8")) if row["train_seed"] == "0"]
-    last = {}
-    for row in rows:
-        last[row["objective"]] = max(last.get(row["objective"], 0), int(row["train_steps"]))
-    return {(row["label"], row["benchmark"]): row for row in rows
-            if int(row["train_steps"]) == last[row["objective"]]}
+def shipped(summary: Path) -> dict[tuple[str, str], dict]:
+    """The rows of a shipped run's summary.csv that its report's Table 1 shows (fine-tune seed 0, the final budget:
+    a run with checkpoints has rows for every budget), by (label, benchmark)."""
+    table = pd.read_csv(summary)
+    rows = final_budget(table[table["train_seed"] == 0])
+    return {(row["label"], row["benchmark"]): row for row in rows.to_dict("records")}
 
 
 def pct(value: str, signed: bool = False) -> str:
