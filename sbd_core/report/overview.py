@@ -16,8 +16,9 @@ from .tables import table1, table1_display
 #: Shown at the top of report.md when the run has no model standing for a row of the paper's table.
 SYNTHETIC_NOTE = (
     "Speedups measured on a tiny model on synthetic tasks (the embedded default, the claim run) are not comparable "
-    "with the paper's 8B-model numbers; only runs of the paper's models on the paper's benchmarks can be compared with Table 1. A "
-    "short fine-tune leaves SBD's masked mode far below the NTP arm, as the paper says of SBD (its Figure 5). The "
+    "with the paper's 8B-model numbers; only runs of the paper's models on the paper's benchmarks can be compared "
+    "with Table 1. A short fine-tune leaves SBD's masked mode far below the NTP arm, as the paper says of SBD (its "
+    "Figure 5). The "
     "claim run trains long enough to test the paper's claim on a CPU: `snakemake --cores all --configfile "
     "config/claim.yaml`, its shipped numbers in results/reference/claim/, the study that chose its recipe in "
     "docs/claim-study.md."
