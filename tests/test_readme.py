@@ -78,7 +78,7 @@ def test_every_number_of_the_results_tables_is_the_shipped_runs(heading):
     """Each cell of the accuracy table and of the differences table of a results section (the claim run's, the quick
     run's) equals its shipped summary.csv's row for that label and benchmark, at the printed precision."""
     summary, names = RESULTS[heading]
-    accuracy, differences = results_tables(heading)
+    accuracy, differences, *_ = results_tables(heading)  # the claim run's third table: its seeds, tested below
     rows = shipped(summary)
     benchmarks = {column: column.split(":")[0] for column in accuracy[0] if column != "objective / sampling"}
     assert sorted(benchmarks.values()) == names
@@ -101,6 +101,36 @@ def test_every_number_of_the_results_tables_is_the_shipped_runs(heading):
                 "hi": pct(row["diff_hi"], True), "p_diff": p_value(row["diff_p_holm"]),
                 "p_equiv": p_value(row["equiv_p_holm"]), "verdict": row["accuracy_verdict"]}, \
                 (line["difference to the NTP arm"], benchmark)
+
+
+CLAIM_SEEDS = REFERENCE / "claim-seeds" / "summary.csv"
+
+
+def test_the_claim_runs_seeds_table_is_the_shipped_seeds_run():
+    """The claim run's third table (its three fine-tune seeds): each row ``<label>: <what>`` equals the shipped seeds
+    run's summary.csv at the final budget, seeds 0, 1, 2 in order: the accuracies, the differences to each seed's NTP
+    arm (with the NFE speedups of a block sampler), or the difference over seeds, then problems, with its words."""
+    *_, seeds = results_tables("## What the claim run shows")
+    table = final_budget(pd.read_csv(CLAIM_SEEDS))
+    first = next(iter(seeds[0]))
+    assert first == "three fine-tune seeds (0 / 1 / 2)" and len(seeds) == 5
+    for line in seeds:
+        label, what = line[first].rsplit(": ", 1)
+        for benchmark in ("math_graded", "code_graded"):
+            rows = table[(table["label"] == label) & (table["benchmark"] == benchmark)].sort_values("train_seed")
+            assert list(rows["train_seed"]) == [0, 1, 2], (label, benchmark)
+            if what == "accuracy per seed":
+                expected = " / ".join(pct(v) for v in rows["accuracy"])
+            elif what == "difference per seed":
+                expected = " / ".join(pct(v, True) for v in rows["diff_vs_ntp"]) + " pt"
+                if rows["sampler"].iloc[0] != "ntp":
+                    expected += " (" + " / ".join(f"{x(v)}x" for v in rows["nfe_speedup"]) + ")"
+            else:
+                assert what == "over seeds, then problems", line[first]
+                row = rows.iloc[0]
+                expected = (f"{pct(row['seeds_diff'], True)} [{pct(row['seeds_diff_lo'], True)}, "
+                            f"{pct(row['seeds_diff_hi'], True)}] pt: {row['seeds_accuracy_verdict']}")
+            assert line[benchmark] == expected, (line[first], benchmark)
 
 
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
