@@ -18,10 +18,9 @@ SYNTHETIC_NOTE = (
     "Speedups measured on a tiny model on synthetic tasks (the embedded default, the claim run) are not comparable "
     "with the paper's 8B-model numbers; only runs of the paper's models on the paper's benchmarks can be compared "
     "with Table 1. A short fine-tune leaves SBD's masked mode far below the NTP arm, as the paper says of SBD (its "
-    "Figure 5). The "
-    "claim run trains long enough to test the paper's claim on a CPU: `snakemake --cores all --configfile "
-    "config/claim.yaml`, its shipped numbers in results/reference/claim/, the study that chose its recipe in "
-    "docs/claim-study.md."
+    "Figure 5). The claim run trains long enough to test the paper's claim on a CPU: `snakemake --cores all "
+    "--configfile config/claim.yaml`, its shipped numbers in results/reference/claim/, the study that chose its "
+    "recipe in docs/claim-study.md."
 )
 DEFINITIONS = (
     "Cells read `accuracy % [{level} interval] (NFE speedup x [interval], wall wall-clock speedup x [interval])`: "
