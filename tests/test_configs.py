@@ -1,6 +1,7 @@
 """Every shipped config plans exactly what its file says (no merging with the default), the workflow lints clean, and
 the SLURM profile plans the paper's fine-tunes on several GPU nodes, needs an account and a partition, and keeps the
-downloads on the submitting node, and every study config of docs/claim-study.md still meets the schema."""
+downloads on the submitting node, and every study config of docs/claim-study.md (and the overlay a shipped
+RUN.md runs) still meets the schema."""
 
 import json
 import os
