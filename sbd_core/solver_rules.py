@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 PROXIES = ("entropy", "confidence", "margin")  # the error proxies a user may choose (EB paper, eq. 1)
 COMMON_PARAMS = ("temperature", "seed")  # parameters every solver takes (token choice, not selection)
 VERIFY_MODES = ("none", "greedy", "sample")  # verify: off, against NTP's greedy choice, against NTP sampling
+#: Where a block's first token is read: ``mask``, the mask query at block position 0 (the paper's inference), or
+#: ``ntp``, the NTP logit of the token before the block (a departure; docs/definitions.md).
+FIRST_TOKEN_SOURCES = ("mask", "ntp")
 
 
 # ------------------------------------------------------------------------------------------- parameter checks
@@ -88,6 +91,11 @@ class Rule:
     temperature: float = param(0.0, _real(0.0, finite=True))
     seed: int = param(0, _integer())
     verify: str = param("none", _choice(VERIFY_MODES))
+    first_token: str = param("mask", _choice(FIRST_TOKEN_SOURCES))
+
+    #: Parameters :attr:`params` lists only away from their default: a departure from the paper's inference, so
+    #: the spec of a run with the paper's inference (and of one written before the parameter existed) is unchanged.
+    shown_when_set: ClassVar[tuple[str, ...]] = ("first_token",)
 
     def __post_init__(self):
         for f in fields(self):
@@ -98,32 +106,51 @@ class Rule:
         if self.verify == "sample" and self.temperature == 0:
             raise ValueError("verify='sample' matches NTP sampling and needs a temperature > 0; use verify='greedy' "
                              "at temperature 0")
+        if self.first_token == "ntp" and self.verify != "none":
+            raise ValueError("first_token='ntp' is a setting of plain decoding; with verify the NTP logit already "
+                             "decides every draft's first token (docs/verify.md): drop one of them")
 
     @classmethod
     def param_names(cls) -> tuple[str, ...]:
-        """The rule's own parameters first, then ``verify``, then the common ones."""
-        own = [f.name for f in fields(cls) if f.name not in COMMON_PARAMS + ("verify",)]
-        return tuple(own) + ("verify",) + COMMON_PARAMS
+        """The rule's own parameters first, then ``verify`` and ``first_token``, then the common ones."""
+        shared = ("verify", "first_token")
+        own = [f.name for f in fields(cls) if f.name not in COMMON_PARAMS + shared]
+        return tuple(own) + shared + COMMON_PARAMS
+
+    @classmethod
+    def defaults(cls) -> dict:
+        """Every parameter with its default, in :meth:`param_names` order."""
+        default = {f.name: f.default for f in fields(cls)}
+        return {name: default[name] for name in cls.param_names()}
 
     @property
     def params(self) -> dict:
-        """Resolved parameters, defaults included."""
-        return {key: getattr(self, key) for key in self.param_names()}
+        """Resolved parameters, defaults included (those of :attr:`shown_when_set` only when set away from their
+        default)."""
+        defaults = self.defaults()
+        return {key: getattr(self, key) for key in self.param_names()
+                if key not in self.shown_when_set or getattr(self, key) != defaults[key]}
 
     @property
     def family(self) -> str:
         """The curve a run belongs to in reports (settings of one family differ only in a threshold); verified runs
-        form a family of their own (``eb-entropy-verify``)."""
-        return self._family() + self.verify_tag
+        form a family of their own (``eb-entropy-verify``), and so do runs with the first token from the NTP logit
+        (``eb-entropy-first-ntp``)."""
+        return self._family() + self.first_tag + self.verify_tag
 
     def _family(self) -> str:
         return self.name
 
     @property
     def tag(self) -> str:
-        """Short filesystem-safe run name, e.g. ``eb-entropy-g0.1``, ``eb-entropy-g0.1-verify``, ``topk-2-t0.7-s3``
-        when sampling."""
-        return self._tag() + self.verify_tag + self.sampling_tag
+        """Short filesystem-safe run name, e.g. ``eb-entropy-g0.1``, ``eb-entropy-g0.1-verify``,
+        ``conf-thr-0.999-first-ntp``, ``topk-2-t0.7-s3`` when sampling."""
+        return self._tag() + self.first_tag + self.verify_tag + self.sampling_tag
+
+    @property
+    def first_tag(self) -> str:
+        """``-first-ntp`` when a block's first token is read off the NTP logit (``first_token='ntp'``), else empty."""
+        return "" if self.first_token == "mask" else f"-first-{self.first_token}"
 
     @property
     def verify_tag(self) -> str:
@@ -258,7 +285,7 @@ SOLVER_NAMES = tuple(SOLVERS)
 
 def describe_solvers() -> dict[str, dict]:
     """Return ``{name: {"summary": str, "params": {param: default}}}`` for every solver (common params included)."""
-    return {name: {"summary": rule.summary, "params": rule().params} for name, rule in SOLVERS.items()}
+    return {name: {"summary": rule.summary, "params": rule.defaults()} for name, rule in SOLVERS.items()}
 
 
 def make_rule(name: str, **params) -> Rule:

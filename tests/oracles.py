@@ -36,10 +36,13 @@ class Call:
 
 
 class RecordingSolver:
-    """Wraps a solver and keeps every call."""
+    """Wraps a solver and keeps every call; its settings (``verify``, ``first_token``, ...) are the solver's."""
 
     def __init__(self, solver):
         self.solver, self.calls = solver, []
+
+    def __getattr__(self, name):
+        return getattr(self.solver, name)
 
     def __call__(self, logits, masked):
         reveal, tokens = self.solver(logits, masked)
@@ -69,7 +72,7 @@ def reference_logits(model, context: list[int], block: list[int], excluded, shif
     block bidirectional and seeing the whole context; ``excluded`` ids at -inf as the decoder's solver sees them.
     ``shifted`` (a model trained with ``matp_shift``): each block position's logits are read one position earlier, the
     first one's at the context's last token; ``"revealed"``: at the position itself where the one before it is
-    ``masked`` (the block's masked positions)."""
+    ``masked`` (the block's masked positions); ``"first"`` (``first_token: ntp``): only the first one's."""
     n, c = len(context) + len(block), len(context)
     allowed = torch.ones(n, n, dtype=torch.bool).tril()
     allowed[c:] = True
@@ -78,6 +81,8 @@ def reference_logits(model, context: list[int], block: list[int], excluded, shif
     rows = [c + j - 1 if shifted else c + j for j in range(len(block))]
     if shifted == "revealed":
         rows = [c + j if j and masked[j - 1] else row for j, row in enumerate(rows)]
+    if shifted == "first":
+        rows = [c + j if j else row for j, row in enumerate(rows)]
     return exclude_tokens(out.logits[0, rows].float().cpu(), excluded)
 
 

@@ -226,6 +226,19 @@ def test_report_lists_recipe_departures(tmp_path):
                                           departures={"matp_on_prompt": False, "block_size_max": 8})))
     md = build_report([path], paper_table=None)["report.md"].decode()
     assert "tiny / ntp: block_size_max=8; matp_on_prompt=False" in md
+    assert "inference" not in md  # no sampler departs from the paper's inference: no such list
+
+
+def test_report_lists_the_samplers_that_depart_from_the_papers_inference(tmp_path):
+    runs = [("ntp", "ntp", "ntp", {}), ("sbd", "conf-thr-0.9", "confidence_threshold", {"threshold": 0.9}),
+            ("sbd", "conf-thr-0.9-first-ntp", "confidence_threshold", {"threshold": 0.9, "first_token": "ntp"})]
+    paths = []
+    for objective, sampler, solver, params in runs:
+        paths.append(tmp_path / f"{sampler}.json")
+        paths[-1].write_text(json.dumps(score_dict(objective, sampler, solver, params, "math", 0.5, 10)))
+    md = build_report(paths, paper_table=None)["report.md"].decode()
+    listed = md.split("Departures from the paper's inference")[1].split("\n## ")[0]
+    assert "- conf-thr-0.9-first-ntp: first_token=ntp" in listed and "- conf-thr-0.9:" not in listed
 
 
 PAPER_RUNS = [  # our Llama stand-in on three of the paper's benchmarks: gsm8k (chat), math500 and lcbv6 (reasoning)

@@ -431,7 +431,8 @@ def test_tags_params_and_description():
     assert get_solver("eb", gamma=1).params["gamma"] == 1.0
     desc = describe_solvers()
     assert tuple(desc) == SOLVER_NAMES == tuple(SOLVERS)
-    assert list(desc["topk"]["params"]) == ["n", "proxy", "verify", "temperature", "seed"]  # own parameters first
+    # own parameters first; first_token is listed with its default, though a spec shows it only when set (test_first_token)
+    assert list(desc["topk"]["params"]) == ["n", "proxy", "verify", "first_token", "temperature", "seed"]
     assert desc["eb"]["params"]["gamma"] == 0.1 and desc["factor"]["params"]["temperature"] == 0.0
     for solver in all_solvers():
         assert re.fullmatch(r"[A-Za-z0-9._-]+", solver.tag)

@@ -14,7 +14,7 @@ from transformers import DynamicCache
 from ..decode_config import DecodeConfig
 from ..masking import backend_mask
 from ..train_config import SHIFT_REVEALED
-from .setup import DecodeSetup, Generation, Row
+from .setup import SHIFT_FIRST, DecodeSetup, Generation, Row
 from .solvers import exclude_tokens, get_solver
 from .verify import VerifyLoop
 
@@ -39,7 +39,7 @@ class BlockDecoder:
         self.config = config or DecodeConfig()
         self.solver = solver or get_solver("topk", n=1)
         self.verify = self.config.mode == "sbd" and getattr(self.solver, "verify", "none") != "none"
-        self.setup = DecodeSetup.of(model, tokenizer, self.config)
+        self.setup = DecodeSetup.of(model, tokenizer, self.config, self.solver)
         self.cache = None
 
     # ----------------------------------------------------------------------------------------------- public API
@@ -135,7 +135,7 @@ class BlockDecoder:
 
     def _block_forward(self, st: Batch, block, prev):
         """Feed ``[prev (causal) | block (bidirectional)]``; crop the block off the cache; return the block's logits
-        (for a shifted model, with ``prev``: also the logits of its last token in front)."""
+        (for shifted decoding, with ``prev``: also the logits of its last token in front)."""
         fed = block if prev is None else torch.cat([prev, block], dim=1)
         n_prev, q = fed.shape[1] - block.shape[1], fed.shape[1]
         cached = self.cache.get_seq_length()
@@ -151,23 +151,23 @@ class BlockDecoder:
         return logits
 
     def _shift(self, logits, head, refed, masked):
-        """A shifted model's block logits: position j read at j - 1, position 0 at the token before the block (its NTP
-        logit ``head``, [slots, 1, V], which only the prefix decides: it stays the same for the whole block); with
-        ``matp_shift: revealed``, position j read at j itself where position j - 1 is still ``masked``. Returns
-        ``(block logits, head)``."""
+        """The block logits of shifted decoding: position 0 at the token before the block (its NTP logit ``head``,
+        [slots, 1, V], which only the prefix decides: it stays the same for the whole block); position j at j - 1 for
+        a model trained with ``matp_shift`` (with ``matp_shift: revealed``, at j itself where position j - 1 is still
+        ``masked``), at j itself with ``first_token: ntp`` (:data:`SHIFT_FIRST`). Returns ``(block logits, head)``."""
         if refed is not None:  # this forward fed the token before the block: its logit is the new head
             head, logits = logits[:, :1], logits[:, 1:]
         if head is None:
-            raise ValueError("a model trained with matp_shift predicts a block's first token from the token before it: "
-                             "the prompt must not be empty")
-        later = logits[:, :-1]
+            raise ValueError("a block's first token is read off the NTP logit of the token before it here: the prompt "
+                             "must not be empty")
+        later = logits[:, 1:] if self.setup.shift == SHIFT_FIRST else logits[:, :-1]
         if self.setup.shift == SHIFT_REVEALED:
             later = torch.where(masked[:, :-1, None], logits[:, 1:], later)
         return torch.cat([head, later], dim=1), head
 
     # ----------------------------------------------------------------------------------------------- loops
     def _decode_sbd(self, st: Batch, head=None) -> None:
-        """SBD mode; ``head``: the prefill's last logits (a shifted model's prediction of the first token)."""
+        """SBD mode; ``head``: the prefill's last logits (shifted decoding's prediction of the first token)."""
         prev, max_new = None, st.rows[0].room
         while st.live and st.gen_len < max_new:
             length = min(self.config.block_size, max_new - st.gen_len)

@@ -35,12 +35,26 @@ class Generation:
         return self.num_tokens / self.nfe if self.nfe else 0.0
 
 
+#: The ``shift`` of SBD decoding with ``first_token='ntp'`` on a model trained with the paper's labels: block
+#: position 0 is read off the NTP logit of the token before the block, every other position at its own mask.
+SHIFT_FIRST = "first"
+
+
 def shifted_matp(model) -> bool | str:
     """How ``model`` was fine-tuned with shifted MATP labels (training option ``matp_shift``): ``False`` (the paper's
     labels), ``True`` (the logits of block position j are those the model gives at position j - 1; for j = 0 the NTP
     logit of the token before the block) or ``"revealed"`` (at j - 1 only where that position is revealed, else at
     j)."""
     return getattr(model.config, SHIFT_CONFIG_KEY, False)
+
+
+def decode_shift(model, config: DecodeConfig, solver=None) -> bool | str:
+    """Which block positions SBD decoding reads one token earlier: a shifted model's ``matp_shift``
+    (:func:`shifted_matp`, whose block position 0 is already the NTP logit), else :data:`SHIFT_FIRST` when ``solver``
+    takes the first token from the NTP logit (``first_token='ntp'``), else ``False``; NTP mode: ``False``."""
+    if config.mode != "sbd":
+        return False
+    return shifted_matp(model) or (SHIFT_FIRST if getattr(solver, "first_token", "mask") == "ntp" else False)
 
 
 @dataclass(frozen=True)
@@ -53,19 +67,21 @@ class DecodeSetup:
     excluded_ids: tuple[int, ...]  # the ids no row writes (never_generated_ids)
     context: int | None  # the model's positions (max_position_embeddings); None: unbounded
     mask_id: int | None  # SBD mode's mask token; None in NTP mode
-    shift: bool | str = False  # SBD mode on a model trained with shifted MATP labels: its matp_shift (shifted_matp)
+    # SBD mode: which block positions are read one token earlier. A model trained with shifted MATP labels: its
+    # matp_shift (shifted_matp); else SHIFT_FIRST where the solver reads the first token off the NTP logit
+    shift: bool | str = False
 
     @classmethod
-    def of(cls, model, tokenizer, config: DecodeConfig) -> "DecodeSetup":
+    def of(cls, model, tokenizer, config: DecodeConfig, solver=None) -> "DecodeSetup":
         eos = resolve_eos(config, tokenizer)
         mask_id = mask_token_id(model) if config.mode == "sbd" else None
         return cls(tokenizer, config, eos, never_generated_ids(model, tokenizer, eos),
-                   getattr(model.config, "max_position_embeddings", None), mask_id,
-                   shifted_matp(model) if config.mode == "sbd" else False)
+                   getattr(model.config, "max_position_embeddings", None), mask_id, decode_shift(model, config, solver))
 
     @property
     def shifted(self) -> bool:
-        """Whether block position j may be read at j - 1 (:func:`shifted_matp`)."""
+        """Whether block position 0 is read at the token before the block (and, for a model trained with shifted
+        labels, position j at j - 1): :func:`decode_shift`."""
         return bool(self.shift)
 
     @property

@@ -121,6 +121,11 @@ class Solver:
         """The rule's ``verify`` mode (``none``, ``greedy`` or ``sample``)."""
         return self.rule.verify
 
+    @property
+    def first_token(self) -> str:
+        """Where a block's first token is read: ``mask`` (the paper) or ``ntp`` (the NTP logit before the block)."""
+        return self.rule.first_token
+
     def __repr__(self) -> str:
         return f"Solver({self.name!r}, {self.params})"
 

@@ -73,10 +73,16 @@ class Head(Section):
 
 
 class Recipe(Section):
-    """Which departures from the paper's training recipe each arm was trained with."""
+    """Which departures from the paper's training recipe each arm was trained with, and which samplers depart from its
+    inference (listed only when one does)."""
 
     def markdown(self, ctx: Context) -> list[str]:
         arms = ctx.summary[["model", "objective", "departures"]].drop_duplicates()
         lines = ["## Training recipe\n", "Departures from the paper's recipe, per arm (none: the paper's recipe):\n"]
         lines += [f"- {r.model} / {r.objective}: {r.departures or 'none'}" for r in arms.itertuples(index=False)]
+        if "first_token" in ctx.summary:
+            departing = sorted(ctx.summary.loc[ctx.summary["first_token"] == "ntp", "sampler"].unique())
+            lines += ["", "Departures from the paper's inference, per sampler (docs/definitions.md):\n"]
+            lines += [f"- {tag}: first_token=ntp (a block's first token from the NTP logit of the token before it, "
+                      "not from the mask query)" for tag in departing]
         return ["\n".join(lines) + "\n"]

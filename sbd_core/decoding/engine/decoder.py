@@ -63,7 +63,7 @@ class FastDecoder:
         self.solver = solver or get_solver("topk", n=1)
         self.mode = self.config.mode
         self.block_size = self.config.block_size if self.mode == "sbd" else 1
-        self.setup = DecodeSetup.of(model, tokenizer, self.config)
+        self.setup = DecodeSetup.of(model, tokenizer, self.config, self.solver)
         self.verify = self.mode == "sbd" and getattr(self.solver, "verify", "none") != "none"
         if self.verify and self.solver.verify == "sample":
             raise ValueError("verify: sample does not run on decode.engine 'fast' (its speculative-sampling rule is "
@@ -258,7 +258,7 @@ class DecodeRun:
         hidden = self.prefill_prompts([slot for slot, _ in take], fed) if any(fed) else None
         slots = torch.tensor([slot for slot, _ in take], device=device)
         lengths = torch.tensor([len(f) for f in fed], device=device)
-        if self.state.shifted:  # block position 0 of a shifted model: the NTP logits of the prompt's last token (SBD
+        if self.state.shifted:  # block position 0 of shifted decoding: the NTP logits of the prompt's last token (SBD
             # mode prefills every prompt token, and encode_prompt refuses an empty prompt)
             self.state.head[slots] = self.forward.logits(hidden[lengths.cumsum(0) - 1])
         rooms = torch.tensor([self.rooms[row] for _, row in take], device=device)

@@ -9,6 +9,7 @@ from typing import NamedTuple
 import torch
 
 from ...train_config import SHIFT_REVEALED
+from ..setup import SHIFT_FIRST
 from ..solvers import exclude_tokens
 from .attention import DensePlan, FlexPlan, Ragged
 
@@ -63,15 +64,17 @@ class Slots:
     """Decoding state of ``slots`` rows (mode ``sbd`` with blocks of ``block_size``, or ``ntp``), allocated once.
 
     ``excluded`` is the index of the ids never written (:func:`sbd_core.decoding.solvers.excluded_index`);
-    ``capacity`` the most tokens a row generates. ``shift`` (SBD mode, a model trained with ``matp_shift``): block
-    position j is read at the token before it, position 0 at the NTP logits ``head`` of the token before the block (set
-    at admission from the prompt's last token, then by each forward that re-feeds a finished block); with
-    ``"revealed"``, position j is read at j itself while position j - 1 is masked."""
+    ``capacity`` the most tokens a row generates. ``shift`` (SBD mode, :func:`..setup.decode_shift`): block position 0
+    is read at the NTP logits ``head`` of the token before the block (set at admission from the prompt's last token,
+    then by each forward that re-feeds a finished block); position j at the token before it (a model trained with
+    ``matp_shift``; with ``"revealed"``, at j itself while position j - 1 is masked), or at j itself
+    (:data:`..setup.SHIFT_FIRST`: ``first_token: ntp``)."""
 
     def __init__(self, slots: int, block_size: int, capacity: int, mode: str, mask_id: int | None, eos_table,
                  stop_table, excluded: torch.Tensor, solver, device, shift: bool | str = False):
         self.n, self.mode, self.shifted = slots, mode, bool(shift) and mode == "sbd"
         self.shift_revealed = self.shifted and shift == SHIFT_REVEALED
+        self.shift_first = self.shifted and shift == SHIFT_FIRST
         self.k = block_size if mode == "sbd" else 1
         self.mask_id = mask_id if mode == "sbd" else 0
         self.eos_table, self.stop_table, self.excluded, self.solver = eos_table, stop_table, excluded, solver
@@ -148,13 +151,16 @@ class Slots:
 
     def _shifted_logits(self, forward, hidden: torch.Tensor, logit_index: torch.Tensor) -> torch.Tensor:
         """[S, k, V]: each block position's logits read one token earlier (``matp_shift: revealed``: at the position
-        itself while the one before it is masked); position 0 from the last re-fed token where this forward re-feeds a
-        finished block (the new ``head``), else from ``head``."""
+        itself while the one before it is masked; ``first_token: ntp``: every position but 0 at itself); position 0
+        from the last re-fed token where this forward re-feeds a finished block (the new ``head``), else from
+        ``head``."""
         refeed, _ = self.feeds()
         source = logit_index - 1
         if self.shift_revealed:
             after_mask = torch.cat([torch.zeros_like(self.masked[:, :1]), self.masked[:, :-1]], dim=1)
             source = torch.where(after_mask, logit_index, source)
+        if self.shift_first:
+            source = torch.cat([source[:, :1], logit_index[:, 1:]], dim=1)
         logits = forward.logits(hidden[source.clamp(min=0)])
         head = torch.where((refeed > 0)[:, None], logits[:, 0], self.head)
         self.head.copy_(head)
