@@ -107,8 +107,8 @@ class Rule:
             raise ValueError("verify='sample' matches NTP sampling and needs a temperature > 0; use verify='greedy' "
                              "at temperature 0")
         if self.first_token == "ntp" and self.verify != "none":
-            raise ValueError("first_token='ntp' is a setting of plain decoding; with verify the NTP logit already "
-                             "decides every draft's first token (docs/verify.md): drop one of them")
+            raise ValueError("first_token='ntp' is a setting of plain decoding; verify already sets every block's first "
+                             "position to NTP's own choice (docs/verify.md): drop one of them")
 
     @classmethod
     def param_names(cls) -> tuple[str, ...]:
