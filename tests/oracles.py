@@ -19,7 +19,9 @@ from dataclasses import dataclass
 
 import torch
 
-from sbd_core.decoding.solvers import exclude_tokens
+from sbd_core.decode_config import DecodeConfig
+from sbd_core.decoding.reference import BlockDecoder
+from sbd_core.decoding.solvers import exclude_tokens, get_solver
 
 ATOL = 1e-4  # float32 logits of two code paths differ by ~1e-6 on the tiny models; planted bugs move them by > 1e-3
 TIE_BOUND = 1e-3  # a top-2 logit gap below this may flip between code paths; above it, tokens must agree
@@ -48,6 +50,29 @@ class RecordingSolver:
         reveal, tokens = self.solver(logits, masked)
         self.calls.append(Call(logits.detach().float().cpu(), masked.cpu().clone(), reveal.cpu(), tokens.cpu()))
         return reveal, tokens
+
+
+def check_blocks_of_one_read_ntp_logits(model, tokenizer, prompts, sbd_solver, steps: int = 6) -> None:
+    """SBD mode with blocks of one token where block position 0 is read off the NTP logit (a model trained with
+    ``matp_shift``, or ``sbd_solver`` with ``first_token: ntp``): every prediction is then an NTP logit, so each step's
+    logits equal NTP mode's (within ``ATOL``) and the tokens are NTP mode's, up to the first step where the two paths'
+    float sums straddle a near tie (then the paths condition on different prefixes and the rest is not compared)."""
+    ids = [tokenizer(p)["input_ids"] for p in prompts]
+    runs = {}
+    for mode, solver in (("sbd", sbd_solver), ("ntp", get_solver("topk", n=1))):
+        recorder = RecordingSolver(solver)
+        config = DecodeConfig(mode=mode, block_size=1, max_new_tokens=steps, eos_token_ids=())
+        gens = BlockDecoder(model, tokenizer, config, recorder).decode_batch(ids)
+        runs[mode] = (gens, recorder.calls)
+    (sbd_gens, sbd_calls), (ntp_gens, ntp_calls) = runs["sbd"], runs["ntp"]
+    assert len(sbd_calls) == len(ntp_calls) == steps
+    for step, (a, b) in enumerate(zip(sbd_calls, ntp_calls)):
+        if not torch.equal(a.tokens, b.tokens):
+            top = b.logits.topk(2, dim=-1).values
+            assert (top[..., 0] - top[..., 1]).min() < ATOL, f"step {step}: tokens differ"
+            return
+        _close(a.logits, b.logits, ATOL, f"step {step}")
+    assert [g.token_ids for g in sbd_gens] == [g.token_ids for g in ntp_gens]
 
 
 def top2_gap(scores: torch.Tensor) -> float:

@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from oracles import RecordingSolver, check_engine_path, check_sbd_path, eos_splitting
+from oracles import (RecordingSolver, check_blocks_of_one_read_ntp_logits, check_engine_path, check_sbd_path,
+                     eos_splitting)
 from sbd_core.decode_config import DecodeConfig
 from sbd_core.decoding.engine import FastDecoder
 from sbd_core.decoding.reference import BlockDecoder
@@ -103,23 +104,7 @@ def test_shifted_decoder_follows_slow_reference(sbd_model, tokenizer, solver, sh
 def test_blocks_of_one_read_the_ntp_logits(sbd_model, tokenizer):
     """With blocks of one token a shifted model's every prediction is its NTP logit: the same logits as NTP mode."""
     setattr(sbd_model.config, SHIFT_CONFIG_KEY, True)
-    ids = [tokenizer(p)["input_ids"] for p in PROMPTS]
-    runs = {}
-    for mode in ("sbd", "ntp"):
-        recorder = RecordingSolver(get_solver("topk", n=1))
-        config = DecodeConfig(mode=mode, block_size=1, max_new_tokens=6, eos_token_ids=())
-        gens = BlockDecoder(sbd_model, tokenizer, config, recorder).decode_batch(ids)
-        runs[mode] = (gens, recorder.calls)
-    (sbd_gens, sbd_calls), (ntp_gens, ntp_calls) = runs["sbd"], runs["ntp"]
-    assert len(sbd_calls) == len(ntp_calls) == 6
-    for step, (a, b) in enumerate(zip(sbd_calls, ntp_calls)):
-        if not torch.equal(a.tokens, b.tokens):  # only where the two paths' float sums straddle a near tie
-            top = b.logits.topk(2, dim=-1).values
-            assert (top[..., 0] - top[..., 1]).min() < 1e-4, f"step {step}: tokens differ"
-            return
-        diff = (a.logits - b.logits).nan_to_num(0.0, 0.0, 0.0).abs().max().item()
-        assert diff <= 1e-4, f"step {step}: logits differ by {diff:.2e}"
-    assert [g.token_ids for g in sbd_gens] == [g.token_ids for g in ntp_gens]
+    check_blocks_of_one_read_ntp_logits(sbd_model, tokenizer, PROMPTS, get_solver("topk", n=1))
 
 
 @pytest.mark.parametrize("shift", [True, SHIFT_REVEALED])
