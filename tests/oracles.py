@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from sbd_core.decode_config import DecodeConfig
+from sbd_core.decoding.engine import FastDecoder
 from sbd_core.decoding.reference import BlockDecoder
 from sbd_core.decoding.solvers import exclude_tokens, get_solver
 
@@ -180,6 +181,21 @@ def check_greedy_path(ours: list[int], our_logits: torch.Tensor, ref: list[int],
             assert gap < bound, f"step {t}: token {a}, generate chose {b} with a top-2 gap of {gap:.2e} >= {bound}"
             return
     assert len(ours) == len(ref), f"{len(ours)} tokens, generate gave {len(ref)}"
+
+
+def check_engine_refilling_slots(model, tokenizer, prompts, solver, slots: int, shifted=False) -> None:
+    """:func:`check_engine_path` on a decode in which rows stop at different blocks (an EOS :func:`eos_splitting`
+    picks), so ``slots`` rows at a time are refilled mid-run: a new row's first block reads its prompt while the other
+    slots re-feed their finished blocks. Blocks of 4, 13 new tokens."""
+    ids = [tokenizer(p)["input_ids"] for p in prompts]
+    free = FastDecoder(model, tokenizer, DecodeConfig(block_size=4, max_new_tokens=13, eos_token_ids=()), solver)
+    eos = (eos_splitting(free.generate(ids), 4),)
+    recorder = RecordingSolver(solver)
+    config = DecodeConfig(block_size=4, max_new_tokens=13, eos_token_ids=eos, batch_size=slots)
+    engine = FastDecoder(model, tokenizer, config, recorder)
+    gens = engine.generate(ids)
+    check_engine_path(model, ids, gens, recorder.calls, slots, 4, 13, eos, excluded=engine.setup.excluded_ids,
+                      shifted=shifted)
 
 
 def check_engine_path(model, prompts, gens, calls, slots, block_size, max_new, eos, excluded, atol=ATOL,

@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from oracles import (RecordingSolver, check_blocks_of_one_read_ntp_logits, check_engine_path, check_sbd_path,
-                     eos_splitting)
+from oracles import (RecordingSolver, check_blocks_of_one_read_ntp_logits, check_engine_refilling_slots,
+                     check_sbd_path)
 from sbd_core.decode_config import DecodeConfig
 from sbd_core.decoding.engine import FastDecoder
 from sbd_core.decoding.reference import BlockDecoder
@@ -113,15 +113,7 @@ def test_shifted_engine_follows_slow_reference(sbd_model, tokenizer, slots, shif
     """Rows stop at different blocks, so slots are refilled mid-run: a new row's first block reads its prompt's NTP
     logits while the other slots re-feed their finished blocks."""
     setattr(sbd_model.config, SHIFT_CONFIG_KEY, shift)
-    ids, solver = [tokenizer(p)["input_ids"] for p in PROMPTS], get_solver("eb", gamma=0.5)
-    free = FastDecoder(sbd_model, tokenizer, DecodeConfig(block_size=4, max_new_tokens=13, eos_token_ids=()), solver)
-    eos = (eos_splitting(free.generate(ids), 4),)
-    recorder = RecordingSolver(solver)
-    config = DecodeConfig(block_size=4, max_new_tokens=13, eos_token_ids=eos, batch_size=slots)
-    engine = FastDecoder(sbd_model, tokenizer, config, recorder)
-    gens = engine.generate(ids)
-    check_engine_path(sbd_model, ids, gens, recorder.calls, slots, 4, 13, eos, excluded=engine.setup.excluded_ids,
-                      shifted=shift)
+    check_engine_refilling_slots(sbd_model, tokenizer, PROMPTS, get_solver("eb", gamma=0.5), slots, shifted=shift)
 
 
 @pytest.mark.parametrize("shift", [True, SHIFT_REVEALED])
