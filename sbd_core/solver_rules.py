@@ -27,6 +27,12 @@ VERIFY_MODES = ("none", "greedy", "sample")  # verify: off, against NTP's greedy
 #: Where a block's first token is read: ``mask``, the mask query at block position 0 (the paper's inference), or
 #: ``ntp``, the NTP logit of the token before the block (a departure; docs/definitions.md).
 FIRST_TOKEN_SOURCES = ("mask", "ntp")
+#: The solver parameters that depart from the paper's inference away from their default, with what that means: a
+#: sampler's spec lists them only when set (so the spec of a run with the paper's inference, and of one written before
+#: the parameter existed, is unchanged), and the report names the samplers that set them.
+INFERENCE_DEPARTURES = {
+    "first_token": "a block's first token from the NTP logit of the token before it, not from the mask query",
+}
 
 
 # ------------------------------------------------------------------------------------------- parameter checks
@@ -93,10 +99,6 @@ class Rule:
     verify: str = param("none", _choice(VERIFY_MODES))
     first_token: str = param("mask", _choice(FIRST_TOKEN_SOURCES))
 
-    #: Parameters :attr:`params` lists only away from their default: a departure from the paper's inference, so
-    #: the spec of a run with the paper's inference (and of one written before the parameter existed) is unchanged.
-    shown_when_set: ClassVar[tuple[str, ...]] = ("first_token",)
-
     def __post_init__(self):
         for f in fields(self):
             object.__setattr__(self, f.name, f.metadata["check"](f.name, getattr(self, f.name)))
@@ -125,11 +127,11 @@ class Rule:
 
     @property
     def params(self) -> dict:
-        """Resolved parameters, defaults included (those of :attr:`shown_when_set` only when set away from their
+        """Resolved parameters, defaults included (those of :data:`INFERENCE_DEPARTURES` only when set away from their
         default)."""
         defaults = self.defaults()
         return {key: getattr(self, key) for key in self.param_names()
-                if key not in self.shown_when_set or getattr(self, key) != defaults[key]}
+                if key not in INFERENCE_DEPARTURES or getattr(self, key) != defaults[key]}
 
     @property
     def family(self) -> str:

@@ -10,7 +10,7 @@
 #       '[{"solver": "confidence_threshold", "threshold": 0.999},
 #         {"solver": "confidence_threshold", "threshold": 0.999, "first_token": "ntp"}]'
 #
-# RUN: a run folder under results/ (its models/<model>/ and its config's decode block size); OUT: the output folder
+# RUN: a run folder under results/ (its final models in models/tiny-llama/); OUT: the output folder
 # (benchmark files, generations, scores, report/); SAMPLERS: a JSON list of sampler entries as in decode.samplers (one
 # value each); PROBLEMS: development problems a task (default 500). Tasks: math_graded and code_graded; model:
 # tiny-llama; decode settings: the claim config's (blocks of 6, 50 rows, float32 on the CPU, one thread). A decode or
@@ -24,8 +24,10 @@ PROBLEMS=${5:-500}
 PYTHON=${PYTHON:-python}
 MODELS="results/$RUN/models/tiny-llama"
 [ -d "$MODELS" ] || { echo "error: $MODELS not found: run the workflow for $RUN first" >&2; exit 1; }
-TAGS=$("$PYTHON" -c 'import json, sys; from sbd_core.samplers import expand_samplers
-print(json.dumps(expand_samplers([{"solver": "ntp"}] + json.loads(sys.argv[1]))))' "$SAMPLERS")
+# one line per sampler: its tag, a tab, its spec (ntp first)
+SPECS=$("$PYTHON" -c 'import json, sys; from sbd_core.samplers import expand_samplers
+for tag, spec in expand_samplers([{"solver": "ntp"}] + json.loads(sys.argv[1])).items(): print(tag, json.dumps(spec), sep="\t")' \
+    "$SAMPLERS")
 DECODE='{"block_size": 6, "batch_size": 50}'
 RUNTIME='{"device": "cpu", "dtype": "float32"}'
 STEPS=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["settings"]["finetune"]["max_steps"])' \
@@ -35,13 +37,13 @@ scores=()
 for task in math_graded code_graded; do
     settings="{\"limit\": $PROBLEMS, \"split\": \"dev\"}"
     test_file="$OUT/benchmarks/${task}_test.jsonl"
-    [ -f "$test_file" ] || "$PYTHON" -m sbd_core benchmark --name "$task" --settings "$settings" --out "$OUT/benchmarks"
+    [ -f "$test_file" ] || "$PYTHON" -m sbd_core benchmark --name "$task" --settings "$settings" --out "$OUT/benchmarks" \
+        < /dev/null
     for seed in $SEEDS; do
         suffix=$([ "$seed" = 0 ] && echo "" || echo "-s$seed")
         for arm in ntp sbd; do
-            for tag in $(echo "$TAGS" | "$PYTHON" -c 'import json, sys; print(" ".join(json.load(sys.stdin)))'); do
+            while IFS=$'\t' read -r tag spec; do
                 [ "$arm" = ntp ] && [ "$tag" != ntp ] && continue
-                spec=$(echo "$TAGS" | "$PYTHON" -c 'import json, sys; print(json.dumps(json.load(sys.stdin)[sys.argv[1]]))' "$tag")
                 gen="$OUT/generations/$arm$suffix/$tag/$task.jsonl"
                 score="$OUT/scores/$arm$suffix/$tag/$task.json"
                 log="$OUT/logs/$arm$suffix-$tag-$task"
@@ -50,17 +52,17 @@ for task in math_graded code_graded; do
                     echo "decode $arm$suffix $tag $task" >&2
                     "$PYTHON" -m sbd_core --threads 1 decode --model "$MODELS/$arm$suffix" --benchmark "$task" \
                         --settings "$settings" --test-file "$test_file" --sampler-spec "$spec" \
-                        --decode-spec "$DECODE" --runtime "$RUNTIME" --out "$gen" > "$log.decode" 2>&1 ||
+                        --decode-spec "$DECODE" --runtime "$RUNTIME" --out "$gen" < /dev/null > "$log.decode" 2>&1 ||
                         { tail -3 "$log.decode" >&2; exit 1; }
                 fi
                 if [ ! -f "$score" ]; then
                     names="{\"model\": \"tiny-llama\", \"objective\": \"$arm\", \"sampler\": \"$tag\", \"train_seed\": $seed, \"train_steps\": $STEPS}"
                     "$PYTHON" -m sbd_core score --benchmark "$task" --generations "$gen" --data "$test_file" \
                         --settings "$settings" --names "$names" --work-dir "$OUT/work" --out "$score" \
-                        > "$log.score" 2>&1 || { tail -3 "$log.score" >&2; exit 1; }
+                        < /dev/null > "$log.score" 2>&1 || { tail -3 "$log.score" >&2; exit 1; }
                 fi
                 scores+=("$score")
-            done
+            done <<< "$SPECS"
         done
     done
 done

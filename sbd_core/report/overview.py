@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..solver_rules import INFERENCE_DEPARTURES
 from .outputs import TABLE1
 from .paper import comparison
 from .render import csv_bytes, to_latex, to_markdown
@@ -80,9 +81,9 @@ class Recipe(Section):
         arms = ctx.summary[["model", "objective", "departures"]].drop_duplicates()
         lines = ["## Training recipe\n", "Departures from the paper's recipe, per arm (none: the paper's recipe):\n"]
         lines += [f"- {r.model} / {r.objective}: {r.departures or 'none'}" for r in arms.itertuples(index=False)]
-        if "first_token" in ctx.summary:
-            departing = sorted(ctx.summary.loc[ctx.summary["first_token"] == "ntp", "sampler"].unique())
+        departing = [(tag, key, value) for key in INFERENCE_DEPARTURES if key in ctx.summary
+                     for tag, value in sorted(ctx.summary[["sampler", key]].dropna().drop_duplicates().values.tolist())]
+        if departing:  # a spec holds such a parameter only when it is set (solver_rules.INFERENCE_DEPARTURES)
             lines += ["", "Departures from the paper's inference, per sampler (docs/definitions.md):\n"]
-            lines += [f"- {tag}: first_token=ntp (a block's first token from the NTP logit of the token before it, "
-                      "not from the mask query)" for tag in departing]
+            lines += [f"- {tag}: {key}={value} ({INFERENCE_DEPARTURES[key]})" for tag, key, value in departing]
         return ["\n".join(lines) + "\n"]
