@@ -44,8 +44,11 @@ def strata_of(benchmark: Path) -> dict[str, str]:
     for number, line in enumerate(benchmark.read_text().splitlines(), 1):
         if not line.strip():
             continue
-        record = json.loads(line)
-        ops = record.get("_ops")
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{benchmark}:{number}: not a JSON record ({err.msg})") from None
+        ops = record.get("_ops") if isinstance(record, dict) else None
         if not isinstance(ops, list) or not all(isinstance(o, list) and len(o) == 3 for o in ops):
             raise ValueError(f"{benchmark}:{number}: no reference steps ('_ops': [[a, op, b], ...]); "
                              "only the synthetic math tasks write them")
@@ -59,6 +62,8 @@ def count(score: Path, benchmark: Path | None = None) -> dict[str, tuple[int, in
     problems = problems_of(score, data)
     if problems is None:
         raise ValueError(f"{score}: no per_problem records to split")
+    if benchmark is None and not isinstance(data.get("data"), str):
+        raise ValueError(f"{score}: names no benchmark file ('data'); pass --benchmark")
     kinds = strata_of(benchmark or Path(data["data"]))
     missing = [i for i in problems.ids if i not in kinds]
     if missing:
@@ -87,7 +92,7 @@ def main(argv=None) -> None:
     for score in args.scores:
         try:
             rows.append((str(score), count(score, args.benchmark)))
-        except (OSError, ValueError, KeyError) as err:
+        except (OSError, ValueError) as err:
             parser.error(str(err))
     print(markdown(rows))
 

@@ -62,3 +62,13 @@ def test_a_benchmark_without_reference_steps_is_one_line_naming_file_and_line(tm
         math_strata.main([str(score)])
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert f"{bench}:6: no reference steps" in err
+
+
+def test_a_score_file_naming_no_benchmark_asks_for_one(tmp_path, capsys):
+    score, _ = _files(tmp_path, [True] * 5)
+    data = json.loads(score.read_text())
+    del data["data"]
+    score.write_text(json.dumps(data))
+    with pytest.raises(SystemExit):
+        math_strata.main([str(score)])
+    assert f"{score}: names no benchmark file ('data'); pass --benchmark" in capsys.readouterr().err
