@@ -20,9 +20,9 @@ or ``--benchmark``.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from sbd_core.io_utils import iter_jsonl_lines, read_json_object
 from sbd_core.report.stats.intervals import problems_of
 
 STRATA = ("product", "shorter result", "other")
@@ -41,13 +41,7 @@ def strata_of(benchmark: Path) -> dict[str, str]:
     """Problem id -> stratum for every record of a math benchmark file; ValueError naming the file and line when a
     record has no reference steps."""
     kinds = {}
-    for number, line in enumerate(benchmark.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{benchmark}:{number}: not a JSON record ({err.msg})") from None
+    for number, record in iter_jsonl_lines(benchmark):  # a line that is not JSON: one line naming file and line
         ops = record.get("_ops") if isinstance(record, dict) else None
         if not isinstance(ops, list) or not all(isinstance(o, list) and len(o) == 3 for o in ops):
             raise ValueError(f"{benchmark}:{number}: no reference steps ('_ops': [[a, op, b], ...]); "
@@ -58,7 +52,7 @@ def strata_of(benchmark: Path) -> dict[str, str]:
 
 def count(score: Path, benchmark: Path | None = None) -> dict[str, tuple[int, int]]:
     """Stratum -> (problems right, problems) for one score file."""
-    data = json.loads(score.read_text())
+    data = read_json_object(score, "score file")
     problems = problems_of(score, data)
     if problems is None:
         raise ValueError(f"{score}: no per_problem records to split")

@@ -72,3 +72,11 @@ def test_a_score_file_naming_no_benchmark_asks_for_one(tmp_path, capsys):
     with pytest.raises(SystemExit):
         math_strata.main([str(score)])
     assert f"{score}: names no benchmark file ('data'); pass --benchmark" in capsys.readouterr().err
+
+
+def test_a_benchmark_line_that_is_not_json_is_one_line_naming_file_and_line(tmp_path, capsys):
+    score, bench = _files(tmp_path, [True] * 5)
+    bench.write_text(bench.read_text() + "{not json\n")
+    with pytest.raises(SystemExit):
+        math_strata.main([str(score)])
+    assert f"{bench}:6: invalid JSON line" in capsys.readouterr().err
