@@ -60,10 +60,29 @@ def test_the_report_states_the_aa_floor_beside_wall_claims_and_no_measurable_dif
     wall = md.split("## Wall-clock (the speed stage")[1].split("\n## ")[0]
     assert floor in wall
     assert "| tiny | math | SBD / NTP | " in wall and "| no measurable difference |" in wall
-    assert "| tiny | math | SBD / EB \u03b3=0.1 | 2.50x [2.37, 2.50] | faster | 2.00x [1.82, 2.22] (batch 8) | faster |" \
-        in wall
+    assert "| tiny | math | SBD / EB \u03b3=0.1 | \u2013 | 2.50x [2.37, 2.50] | faster | 2.00x [1.82, 2.22] (batch 8) | " \
+        "faster |" in wall  # \u2013: the score files name no fine-tune steps
     assert "93.8% coverage" in wall and "| NTP / NTP |" not in wall  # the reference's row is its A/A control
     assert "wall 2.00x [1.82, 2.22]" in files["table1.md"].decode()
+
+
+def test_a_run_timed_at_two_checkpoints_has_a_row_per_budget_that_names_its_steps(tmp_path):
+    """finetune.eval_at_steps: the speed stage times each checkpoint's rows; the section tells them apart by their
+    steps (the label alone is the same at every budget), the smaller budget first."""
+    score_paths, speed_paths = [], []
+    for steps, eb_wall in ((200, 1.0), (100, 1.5)):
+        root = tmp_path / str(steps)
+        root.mkdir()
+        for path in scores(root):
+            path.write_text(json.dumps({**json.loads(path.read_text()), "train_steps": steps}))
+            score_paths.append(path)
+        walls = {**WALLS, ("sbd", "eb-entropy-g0.1"): [eb_wall] * 5}
+        speed_paths.append(write_speed(root, speed_doc("tiny", "math", walls, SPECS, rounds=5, steps=steps)))
+    md = build_report(score_paths, paper_table=None, speed_paths=speed_paths)["report.md"].decode()
+    wall = md.split("## Wall-clock (the speed stage")[1].split("\n## ")[0]
+    eb_rows = [line for line in wall.splitlines() if line.startswith("| tiny | math | SBD / EB")]
+    assert [row.split(" | ")[3] for row in eb_rows] == ["100", "200"]
+    assert "1.33x" in eb_rows[0].split(" | ")[4] and "2.00x" in eb_rows[1].split(" | ")[4]
 
 
 def test_without_a_speed_stage_no_wall_speedup_is_claimed(tmp_path):

@@ -135,13 +135,17 @@ def wall_markdown(summary: pd.DataFrame, speeds: pd.DataFrame) -> str:
               f"the run's, same round), its interval the order statistics over rounds ({100 * first.speed_level:.1f}% "
               "coverage, distribution-free). Where an interval includes 1 the run is **no measurable difference** "
               "from the NTP arm.\n", floor_line(speeds),
-              "| model | benchmark | run | wall x, batch 1 | | wall x, decode batch | | tokens/s |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| model | benchmark | run | fine-tune steps | wall x, batch 1 | | wall x, decode batch | | tokens/s |",
+              "|---|---|---|---|---|---|---|---|---|"]
     shown = summary.dropna(subset=["wall_speedup"])
     shown = shown[~is_baseline(shown)]  # the reference: its A/A is above
+    # a run decoded at several checkpoints (finetune.eval_at_steps) has a row per budget: the steps tell them apart
+    shown = shown.sort_values(["model", "benchmark", "train_steps"], kind="stable")
     for r in shown.itertuples(index=False):
-        lines.append(f"| {r.model} | {r.benchmark} | {r.label} | {_text(r, 'latency_speedup')} | {r.latency_words} | "
-                     f"{_text(r, 'wall_speedup')} (batch {r.speed_batch}) | {r.wall_words} | {r.tokens_per_s:.0f} |")
+        steps = f"{r.train_steps:,}" if r.train_steps > 0 else "\u2013"
+        lines.append(f"| {r.model} | {r.benchmark} | {r.label} | {steps} | {_text(r, 'latency_speedup')} | "
+                     f"{r.latency_words} | {_text(r, 'wall_speedup')} (batch {r.speed_batch}) | {r.wall_words} | "
+                     f"{r.tokens_per_s:.0f} |")
     return "\n".join(lines) + "\n"
 
 
