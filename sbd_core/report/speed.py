@@ -15,7 +15,9 @@ from ..errors import UserError
 from ..records.speed import read_speed
 from ..rounds import NAN_INTERVAL, RoundInterval, interval_text, paired_ratio, ratio_words
 from .keys import RUN_KEY, is_baseline
+from .render import DASH
 from .section import Context, Section, derived
+from .tables import benchmark_order
 
 SPEED_COLUMNS = ["wall_speedup_lo", "wall_speedup_hi", "wall_words", "latency_speedup", "latency_speedup_lo",
                  "latency_speedup_hi", "latency_words", "decode_speedup", "decode_speedup_lo", "decode_speedup_hi",
@@ -139,10 +141,13 @@ def wall_markdown(summary: pd.DataFrame, speeds: pd.DataFrame) -> str:
               "|---|---|---|---|---|---|---|---|---|"]
     shown = summary.dropna(subset=["wall_speedup"])
     shown = shown[~is_baseline(shown)]  # the reference: its A/A is above
-    # a run decoded at several checkpoints (finetune.eval_at_steps) has a row per budget: the steps tell them apart
-    shown = shown.sort_values(["model", "benchmark", "train_steps"], kind="stable")
+    # a run decoded at several checkpoints (finetune.eval_at_steps) has a row per budget: the steps tell them apart;
+    # the tasks in Table 1's order
+    order = {name: i for i, name in enumerate(benchmark_order(shown["benchmark"].unique()))}
+    shown = shown.sort_values(["model", "benchmark", "train_steps"], kind="stable",
+                              key=lambda column: column.map(order) if column.name == "benchmark" else column)
     for r in shown.itertuples(index=False):
-        steps = f"{r.train_steps:,}" if r.train_steps > 0 else "\u2013"
+        steps = f"{r.train_steps:,}" if r.train_steps > 0 else DASH
         lines.append(f"| {r.model} | {r.benchmark} | {r.label} | {steps} | {_text(r, 'latency_speedup')} | "
                      f"{r.latency_words} | {_text(r, 'wall_speedup')} (batch {r.speed_batch}) | {r.wall_words} | "
                      f"{r.tokens_per_s:.0f} |")
