@@ -29,12 +29,9 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-import torch
-
 from . import pipeline, report, roofline
 from .errors import UserError, user_input
 from .launch import LaunchSettings
-from .report.speed import compare_reruns
 from .settings import RuntimeSettings, StatsSettings, TimingSettings, from_section
 
 USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
@@ -211,6 +208,8 @@ def _speed_compare(s):
     s.add_argument("--second", type=Path, required=True, help="the rerun's speed folder")
 
     def run(a, progress):
+        from .report.speed import compare_reruns  # imported here: it loads pandas, which no other stage's job needs
+
         lines, inside, compared = compare_reruns(first=a.first, second=a.second)
         print("\n".join(lines))
         print(f"{inside} of {compared} rerun medians inside the first run's interval ({100 * inside / compared:.0f}%)")
@@ -359,6 +358,11 @@ def error_line(err: BaseException) -> str:
 def _run(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.threads:
+        # imported here, not at the top: the stages that only read and write files (data, benchmark, score,
+        # likelihood-data, report) load no torch, and their jobs are most of a DAG's; the rules pass --threads only to
+        # the stages that compute
+        import torch
+
         torch.set_num_threads(args.threads)
     args.run(args, progress=not args.no_progress)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -40,13 +41,16 @@ def git_commit() -> str | None:
 
 
 def hardware() -> dict:
-    """CPU, thread count and accelerator of this process."""
-    import torch
-
+    """CPU and platform of this process, and its torch threads and accelerator where the stage loaded torch. A stage
+    that only reads and writes files (data, benchmark, score, likelihood-data, report) loads none and records none:
+    importing torch here would cost each of its jobs, most of a DAG's, torch's start-up."""
     info = {"platform": platform.platform(), "python": sys.version.split()[0], "cpu_count": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(), "machine": platform.machine(), "cuda": torch.cuda.is_available()}
-    if torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name(0)
+            "machine": platform.machine()}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        info.update(torch_threads=torch.get_num_threads(), cuda=torch.cuda.is_available())
+        if torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name(0)
     return info
 
 
@@ -55,3 +59,10 @@ def provenance(stage: str, settings: dict, seed: int | None = None) -> dict:
     return {"stage": stage, "settings": settings, "seed": seed, "versions": package_versions(),
             "git_commit": git_commit(), "hardware": hardware(), "command": sys.argv,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
+def model_recipe(model_dir: Path) -> dict:
+    """What the model's own provenance says about how it was trained (objective and departures from the paper)."""
+    path = Path(model_dir) / "provenance.json"
+    settings = json.loads(path.read_text()).get("settings", {}) if path.exists() else {}
+    return {key: settings[key] for key in ("objective", "departures") if key in settings}

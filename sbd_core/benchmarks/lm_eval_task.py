@@ -109,6 +109,7 @@ class LmEvalBenchmark(Benchmark):
     def score(self, problems: list[dict], completions: Mapping[str, str], work_dir, settings: Settings) -> dict:
         """lm-eval's metrics of the stored completions (replayed by problem id, cut at the stop strings)."""
         import lm_eval
+        from lm_eval.evaluator import evaluate
         from lm_eval.tasks import TaskManager
 
         from .replay import ReplayLM
@@ -116,10 +117,13 @@ class LmEvalBenchmark(Benchmark):
         self.check_completions(problems, completions)
         work_dir = Path(work_dir).resolve()
         write_lm_eval_task(self, problems, settings, work_dir)
-        results = lm_eval.simple_evaluate(
-            model=ReplayLM(dict(completions)), tasks=[self.task],
-            task_manager=TaskManager(include_path=str(work_dir), include_defaults=False),
-            bootstrap_iters=0, log_samples=True)
+        # lm-eval's evaluate, the function simple_evaluate runs: simple_evaluate adds only what a replay does not use
+        # (model construction, seeds of the few-shot sampler and of torch, for tasks that all declare zero shots) and
+        # an environment report (torch.utils.collect_env: it imports torch and runs pip and other commands, 2-5 s of
+        # a score job that otherwise needs about one second and no torch)
+        manager = TaskManager(include_path=str(work_dir), include_defaults=False)
+        results = evaluate(lm=ReplayLM(dict(completions)), task_dict=manager.load([self.task]), bootstrap_iters=0,
+                           log_samples=True)
         metrics = {metric_name(key): float(value) for key, value in results["results"][self.task].items()
                    if "," in key and "_stderr" not in key}
         per_problem = self._per_problem(results["samples"][self.task])

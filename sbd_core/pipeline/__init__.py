@@ -1,9 +1,11 @@
 """The pipeline stages as plain functions; each reads the previous stages' files only (never their internals), writes
 its outputs atomically with a provenance record, and is what both the Snakemake rules and ``python -m sbd_core <stage>``
-call. Training: :mod:`.training` (data, base, pack, finetune); evaluation: :mod:`.evaluation` (benchmark, decode, score);
-:mod:`.likelihood` (likelihood-data, likelihood: the paper's Table 2); :mod:`.speed` (wall-clock of every decode run,
-paired and repeated; imported where it runs: it loads torch); :func:`run_report` (tables and figures from score
-files). Importing the package loads no torch: the stages that do are imported on first use (:data:`_STAGES`).
+call. Training: :mod:`.data` (data), :mod:`.training` (base, pack, finetune); evaluation: :mod:`.evaluation`
+(benchmark, score), :mod:`.decode` (decode); :mod:`.likelihood` (likelihood-data, likelihood: the paper's Table 2);
+:mod:`.speed` (wall-clock of every decode run, paired and repeated; imported where it runs: it loads torch);
+:func:`run_report` (tables and figures from score files). Importing the package loads no torch, and neither do the
+stages that only read and write files (data, benchmark, score, likelihood-data, report: a DAG runs dozens of their
+jobs, each would pay torch's start-up); every stage is imported on first use (:data:`_STAGES`).
 """
 
 from __future__ import annotations
@@ -18,14 +20,14 @@ from ..provenance import provenance
 from ..settings import StatsSettings
 from .plan import check_layout, train_config
 
-#: The stages that load torch, imported on first use (``pipeline.run_decode``, ``from sbd_core.pipeline import
-#: run_decode``), so that the workflow can import this package's torch-free parts (:mod:`.plan`, :mod:`.arms`) while
-#: Snakemake parses the rules: {name: the submodule that defines it}.
-_STAGES = {**dict.fromkeys(("run_benchmark", "run_decode", "run_score", "score_generations"),
-                           "evaluation"),
+#: The stages, imported on first use (``pipeline.run_decode``, ``from sbd_core.pipeline import run_decode``), so that
+#: the workflow can import this package's torch-free parts (:mod:`.plan`, :mod:`.arms`) while Snakemake parses the
+#: rules, and a job loads only its own stage's module: {name: the submodule that defines it}.
+_STAGES = {**dict.fromkeys(("run_benchmark", "run_score", "score_generations"), "evaluation"),
+           "run_decode": "decode",
+           **dict.fromkeys(("run_data", "synthetic_pairs"), "data"),
            **dict.fromkeys(("LikelihoodDataError", "run_likelihood", "run_likelihood_data"), "likelihood"),
-           **dict.fromkeys(("build_scratch_model", "run_base", "run_data", "run_finetune", "run_pack",
-                            "synthetic_pairs"), "training")}
+           **dict.fromkeys(("build_scratch_model", "run_base", "run_finetune", "run_pack"), "training")}
 
 __all__ = ["LikelihoodDataError", "build_scratch_model", "check_layout", "run_base",
            "run_benchmark", "run_data", "run_decode", "run_finetune", "run_likelihood", "run_likelihood_data",

@@ -33,9 +33,8 @@ from .. import hub
 from ..errors import UserError
 from ..io_utils import atomic_dir, write_json_atomic, write_jsonl_atomic, write_text_atomic
 from ..likelihood import SCORING_ONLY, HubSettings, LikelihoodTask, Settings, get_task
-from ..provenance import provenance
+from ..provenance import model_recipe, provenance
 from ..settings import RuntimeSettings
-from .evaluation import model_recipe
 
 __all__ = ["LikelihoodDataError", "run_likelihood_data", "run_likelihood", "task_manager"]
 

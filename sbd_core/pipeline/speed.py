@@ -47,7 +47,7 @@ from ..rounds import round_orders
 from ..samplers import checked_sampler
 from ..settings import RuntimeSettings, SpeedSettings, from_section
 from ..timing import device_name, synchronize
-from .evaluation import checked_decoder, decode_config, decode_options
+from .decode import checked_decoder, decode_config, decode_options
 
 log = logging.getLogger("sbd_core")
 

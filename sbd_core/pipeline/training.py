@@ -1,5 +1,5 @@
-"""The training stages: data (training documents), base (a checkpoint to start from), pack (the documents tokenised and
-packed for one base model) and finetune (one objective, through the torchrun launcher).
+"""The training stages: base (a checkpoint to start from), pack (the documents tokenised and packed for one base model)
+and finetune (one objective, through the torchrun launcher); the data stage before them is :mod:`.data`.
 
 Where each runs: ``data`` and a fetched ``base`` download (login node, internet); ``pack`` is CPU work; ``finetune``
 runs on ``nodes`` x ``processes_per_node`` processes (:class:`sbd_core.launch.LaunchSettings`), also when that is one
@@ -18,44 +18,17 @@ import torch
 
 from .. import checkpoint
 from ..errors import UserError
-from ..io_utils import read_jsonl, write_json_atomic
+from ..io_utils import write_json_atomic
 from ..launch import LaunchSettings, launch
 from ..mask_token import check_mask_token
 from ..provenance import provenance
 from ..settings import RuntimeSettings, from_section
-from ..training_data import MixSpec, build, check_packed, fetch
+from ..training_data import MixSpec, build, check_packed
 from ..training_data.build import MANIFEST
+from .data import synthetic_files, synthetic_pairs
 from .plan import check_layout, train_config
 
 log = logging.getLogger("sbd_core")
-
-
-# --------------------------------------------------------------------------------------------------------------- data
-def run_data(spec: dict, out_dir: Path) -> None:
-    """Each source's training documents in ``out_dir/<name>/``, with its provenance: a hub source downloaded at its
-    pinned revision, a synthetic task's training problems generated, a local ``path`` checked and read in place later
-    (``spec``: the config's ``data`` section or part of it; the workflow runs one job per source)."""
-    mix = MixSpec.from_dict(spec)
-    files = fetch(mix, out_dir)
-    for entry in mix.sources:
-        settings = {**entry, "seed": mix.seed, "files": files[entry["name"]]}
-        write_json_atomic(provenance("data", settings, mix.seed), Path(out_dir) / entry["name"] / "provenance.json")
-
-
-def synthetic_files(data_dir: Path) -> list[Path]:
-    """The training rows of the synthetic tasks the data stage generated, in the task registry's order."""
-    from ..tasks import TASKS
-
-    return [f for f in (Path(data_dir) / name / "train.jsonl" for name in TASKS) if f.is_file()]
-
-
-def synthetic_pairs(data_dir: Path) -> list[tuple[str, str]]:
-    """The (prompt, target) rows of the synthetic tasks the data stage generated, in the task registry's order."""
-    pairs = [(r["prompt"], r["target"]) for f in synthetic_files(data_dir) for r in read_jsonl(f)]
-    if not pairs:
-        raise UserError(f"a scratch base model is pretrained on the synthetic tasks, but {data_dir} holds none: add "
-                        "{name: math, problems: N} and/or {name: code, problems: N} to data.sources")
-    return pairs
 
 
 # --------------------------------------------------------------------------------------------------------------- base

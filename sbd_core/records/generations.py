@@ -1,5 +1,5 @@
 """The generations file (``<benchmark>.jsonl``, one record per problem) and its provenance sidecar
-(``<benchmark>.jsonl.provenance.json``): written by the decode stage (:mod:`sbd_core.pipeline.evaluation`), read by
+(``<benchmark>.jsonl.provenance.json``): written by the decode stage (:mod:`sbd_core.pipeline.decode`), read by
 the score stage, the speed stage and the benchmarks' scorers. This module owns its fields.
 
 A record: ``{"id", "prompt", "completion", "token_ids", "num_tokens", "nfe", "tokens_per_forward", "stop_reason",
