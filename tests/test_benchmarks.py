@@ -17,6 +17,7 @@ from sbd_core.benchmarks import (BENCHMARKS, ID_KEY, PAPER_COLUMNS, THINKING_OFF
                                  get_benchmark, score_generations)
 from sbd_core.benchmarks.chat import render_chat
 from sbd_core.benchmarks.lm_eval_hooks import final_answer_text, math_answer, math_verify_results
+from sbd_core.benchmarks.lm_eval_task import LmEvalBenchmark, task_config
 from sbd_core.records.generations import read_generations
 from sbd_core.tasks import get_task
 
@@ -342,3 +343,11 @@ def test_math_verify_judge(gold, response, ok):
 def test_math_answer_reports_what_was_read():
     assert math_answer("<think>x</think> so \\boxed{\\frac{1}{2}}") == "\\frac{1}{2}"
     assert math_answer("no answer here") is None
+
+
+def test_every_replayed_lm_eval_task_declares_zero_shots():
+    """The score stage runs lm-eval's ``evaluate``, not ``simple_evaluate`` (``LmEvalBenchmark.score``), which would
+    give a task without ``num_fewshot`` zero shots and seed its few-shot sampler: every shipped task states 0."""
+    tasks = {b.task for b in BENCHMARKS.values() if isinstance(b, LmEvalBenchmark)}
+    assert tasks >= {"sbd_synth_math", "sbd_gsm8k", "sbd_math500", "sbd_aime25"}
+    assert {task: task_config(task).get("num_fewshot") for task in tasks} == dict.fromkeys(tasks, 0)
