@@ -4,10 +4,11 @@ On problems of a synthetic task's split, every target token is predicted twice f
 head (from the token before it) and by the mask query at its place in a block of ``k`` masks, the block starting where
 the decoder's would (blocks tile the target from its first token; the prompt is the clean prefix). Prints the two
 accuracies by position in the block, for the tokens a solution computes (math: the digits of a column result, a step
-result and the answer) and for the rest (copied operands, template). One forward per problem: the training layout
-``[clean | noised]`` with every target token masked in the noised half. A model trained with shifted MATP labels
-(``matp_shift``) is read as its decoder reads it: a block's first token from the NTP logit, the token at block position
-j from the noised position j - 1 (with ``matp_shift: revealed``, from its own mask query: every target token is masked).
+result and the answer), for a code answer's closing newline (where the decoder must stop) and for the rest (copied
+operands, template). One forward per problem: the training layout ``[clean | noised]`` with every target token masked
+in the noised half. A model trained with shifted MATP labels (``matp_shift``) is read as its decoder reads it: a
+block's first token from the NTP logit, the token at block position j from the noised position j - 1 (with
+``matp_shift: revealed``, from its own mask query: every target token is masked).
 
     python scripts/masked_probe.py results/study-r0/models/tiny-llama/sbd --task math --problems 200 --block 6
 """
@@ -42,6 +43,15 @@ def computed_chars(task: str, target: str) -> set[int]:
         return set()
     return {i for m in _COMPUTED[task].finditer(target) for g in range(1, (m.re.groups or 0) + 1) if m.group(g)
             for i in range(m.start(g), m.end(g))}
+
+
+def token_kind(target: str, start: int, end: int, computed: set[int], last: bool) -> str:
+    """The kind of the target token at characters ``start:end``: ``end`` for the target's last token where it is
+    whitespace (a code answer's closing newline: where the decoder must stop), ``computed`` where it holds a character
+    a solution computes (:func:`computed_chars`), ``other`` for the rest (copied operands, template)."""
+    if last and not target[start:end].strip():
+        return "end"
+    return "computed" if computed & set(range(start, end)) else "other"
 
 
 def probe_layout(ids: list[int], target: list[int], block: int, mask_id: int, pad_id: int) -> tuple[SBDBatch, int]:
@@ -93,7 +103,7 @@ def probe(model, tokenizer, task: str, problems: list[dict], block: int) -> dict
         for j in range(first, len(ids) - 1):  # the target's tokens (tokenised on its own, as training does)
             col = j + pad
             start, end = offsets[j - first]
-            kind = "computed" if computed & set(range(start, end)) else "other"
+            kind = token_kind(target_text, start, end, computed, last=j == len(ids) - 2)
             position = (j - first) % block
             cell = counts[(kind, position)]
             cell[0] += 1

@@ -77,3 +77,16 @@ def test_a_shifted_model_is_read_one_token_earlier():
     assert probe.masked_row(n, 7, position=3, shift="revealed", before_masked=False) == 26
     assert probe.masked_row(n, 7, position=0, shift="revealed") == 6
 
+
+
+def test_a_code_answers_closing_newline_is_its_own_kind():
+    body = "    return x * 25 - 10\n"
+    computed = probe.computed_chars("code_affine", body)
+    assert probe.token_kind(body, len(body) - 1, len(body), computed, last=True) == "end"
+    assert probe.token_kind(body, len(body) - 1, len(body), computed, last=False) == "other"  # a newline inside
+    digit = body.index("25")
+    assert probe.token_kind(body, digit, digit + 2, computed, last=False) == "computed"
+    assert probe.token_kind(body, digit, digit + 2, set(), last=False) == "other"  # code_chain computes nothing
+    math = " 61+71=132.\n#### 132"  # a math answer ends in its result, which stays computed
+    chars = probe.computed_chars("math_direct", math)
+    assert probe.token_kind(math, len(math) - 3, len(math), chars, last=True) == "computed"
