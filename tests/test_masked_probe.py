@@ -78,7 +78,6 @@ def test_a_shifted_model_is_read_one_token_earlier():
     assert probe.masked_row(n, 7, position=0, shift="revealed") == 6
 
 
-
 def test_a_code_answers_closing_newline_is_its_own_kind():
     body = "    return x * 25 - 10\n"
     computed = probe.computed_chars("code_affine", body)
