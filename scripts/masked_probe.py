@@ -100,10 +100,11 @@ def probe(model, tokenizer, task: str, problems: list[dict], block: int) -> dict
         computed = computed_chars(task, target_text)
         first = target.index(1)
         offsets = tokenizer(target_text, return_offsets_mapping=True, add_special_tokens=False)["offset_mapping"]
-        for j in range(first, len(ids) - 1):  # the target's tokens (tokenised on its own, as training does)
+        last = len(ids) - 2  # the last token probed: the end of text after it has no column of its own
+        for j in range(first, last + 1):  # the target's tokens (tokenised on its own, as training does)
             col = j + pad
             start, end = offsets[j - first]
-            kind = token_kind(target_text, start, end, computed, last=j == len(ids) - 2)
+            kind = token_kind(target_text, start, end, computed, last=j == last)
             position = (j - first) % block
             cell = counts[(kind, position)]
             cell[0] += 1
