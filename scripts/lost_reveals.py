@@ -1,0 +1,107 @@
+"""Where plain SBD leaves its own NTP mode: re-decode the problems a sampler loses against the same model's NTP mode
+on the reference decoder, logging every forward's reveals, and print for each the block position of the first token
+that differs, the block as each decode wrote it, and the forward that revealed that token: which positions were still
+masked, the mask queries' confidence, and whether the token passed the solver's threshold or was the forward's one
+forced reveal (docs/claim-study.md, lever D).
+
+    python scripts/lost_reveals.py results/claim/models/tiny-llama/sbd-s1 \\
+        results/claim-dev/generations/sbd-s1/ntp/code_graded.jsonl \\
+        results/claim-dev/generations/sbd-s1/conf-thr-0.999-first-ntp/code_graded.jsonl
+
+Each generations file's score file is read from the same place under scores/ (``generations/X.jsonl`` ->
+``scores/X.json``); the sampler, block size and token budget come from the plain file's provenance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+from sbd_core.checkpoint import load
+from sbd_core.decode_config import DecodeConfig
+from sbd_core.decoding.factory import make_solver
+from sbd_core.decoding.reference import BlockDecoder
+
+
+class LoggingSolver:
+    """The solver, recording each call's (masked, reveal, confidence) for the first row."""
+
+    def __init__(self, inner):
+        self.inner, self.calls = inner, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def __call__(self, logits, masked):
+        reveal, tokens = self.inner(logits, masked)
+        conf = torch.softmax(logits.float(), dim=-1).amax(-1)
+        self.calls.append((masked[0].tolist(), reveal[0].tolist(), conf[0].tolist()))
+        return reveal, tokens
+
+
+def read_rows(path: Path) -> dict:
+    return {row["id"]: row for row in map(json.loads, path.read_text().splitlines())}
+
+
+def passed(path: Path) -> dict:
+    score = Path(str(path).replace("/generations/", "/scores/", 1)).with_suffix(".json")
+    per_problem = json.loads(score.read_text())["per_problem"]  # code: evalplus's plus tests; math: the answer
+    return {pid: p["passed_plus"] if "passed_plus" in p else p["correct"] for pid, p in per_problem.items()}
+
+
+def revealing_call(calls, block: int, pos: int):
+    """The call that revealed position ``pos`` of block ``block`` (a block ends when nothing in it stays masked)."""
+    current = 0
+    for masked, reveal, conf in calls:
+        if current == block and reveal[pos]:
+            return masked, reveal, conf
+        if not any(m and not r for m, r in zip(masked, reveal)):
+            current += 1
+    raise ValueError(f"no forward revealed position {pos} of block {block}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("ntp_generations", type=Path)
+    ap.add_argument("plain_generations", type=Path)
+    ap.add_argument("--limit", type=int, default=None, help="at most this many lost problems")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    ntp, plain = read_rows(args.ntp_generations), read_rows(args.plain_generations)
+    ntp_ok, plain_ok = passed(args.ntp_generations), passed(args.plain_generations)
+    lost = [pid for pid in ntp if ntp_ok[pid] and not plain_ok[pid]]
+    gained = sum(1 for pid in ntp if plain_ok[pid] and not ntp_ok[pid])
+    print(f"{len(lost)} problems lost against the NTP mode, {gained} gained")
+    settings = json.loads(Path(f"{args.plain_generations}.provenance.json").read_text())["settings"]
+    spec, k = settings["sampler_spec"], settings["block_size"]
+    threshold = spec["params"].get("threshold")
+    model, tokenizer = load(args.model)
+    solver = LoggingSolver(make_solver(spec))
+    config = DecodeConfig(block_size=k, max_new_tokens=settings["benchmark_settings"]["max_new_tokens"],
+                          batch_size=1, engine="reference")
+    decoder = BlockDecoder(model, tokenizer, config, solver)
+    counts = Counter()
+    for pid in lost[: args.limit]:
+        solver.calls.clear()
+        again = decoder.generate([ntp[pid]["prompt"]])[0].token_ids
+        a, b = ntp[pid]["token_ids"], plain[pid]["token_ids"]
+        first = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        block, pos = divmod(first, k)
+        masked, reveal, conf = revealing_call(solver.calls, block, pos)
+        forced = threshold is not None and conf[pos] <= threshold
+        right_first = not all(masked[pos + 1:])
+        counts.update({f"position {pos}": 1, "forced": forced, "a position to its right revealed first": right_first,
+                       "longer than the NTP mode's": len(b) > len(a), "reference == file": list(again) == b})
+        words = [[tokenizer.decode([t]) for t in ids[block * k:(block + 1) * k]] for ids in (a, b)]
+        print(f"{pid}: position {pos}; NTP mode {words[0]}, plain {words[1]}; masked {masked}, "
+              f"confidence {[round(c, 4) for c in conf]}, {'forced' if forced else 'passed'}")
+    print(dict(sorted(counts.items())))
+
+
+if __name__ == "__main__":
+    main()
