@@ -160,6 +160,7 @@ def _label(name: str, params: dict, tag: str) -> str:
     gamma, proxy = params.get("gamma"), params.get("proxy")
     if name == "eb" and gamma is not None and proxy is not None and not sampling:
         suffix = ("" if params.get("first_token", "mask") == "mask" else " (first token: NTP)") + \
+            ("" if params.get("order", "any") == "any" else " (in position order)") + \
             ("" if params.get("verify", "none") == "none" else " + verify")
         return f"EB \u03b3={gamma:g}" + ("" if proxy == "entropy" else f" ({proxy})") + suffix
     return tag

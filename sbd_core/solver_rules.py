@@ -27,11 +27,16 @@ VERIFY_MODES = ("none", "greedy", "sample")  # verify: off, against NTP's greedy
 #: Where a block's first token is read: ``mask``, the mask query at block position 0 (the paper's inference), or
 #: ``ntp``, the NTP logit of the token before the block (a departure; docs/definitions.md).
 FIRST_TOKEN_SOURCES = ("mask", "ntp")
+#: Which of a rule's reveals a forward keeps: ``any``, all of them, in any order of the block (the paper's inference),
+#: or ``prefix``, their leading run (a departure; docs/definitions.md).
+REVEAL_ORDERS = ("any", "prefix")
 #: The solver parameters that depart from the paper's inference away from their default, with what that means: a
 #: sampler's spec lists them only when set (so the spec of a run with the paper's inference, and of one written before
 #: the parameter existed, is unchanged), and the report names the samplers that set them.
 INFERENCE_DEPARTURES = {
     "first_token": "a block's first token from the NTP logit of the token before it, not from the mask query",
+    "order": "reveals in position order: a masked position only with every one left of it in the block, a forward's "
+             "one forced reveal the leftmost",
 }
 
 
@@ -98,6 +103,7 @@ class Rule:
     seed: int = param(0, _integer())
     verify: str = param("none", _choice(VERIFY_MODES))
     first_token: str = param("mask", _choice(FIRST_TOKEN_SOURCES))
+    order: str = param("any", _choice(REVEAL_ORDERS))
 
     def __post_init__(self):
         for f in fields(self):
@@ -111,11 +117,14 @@ class Rule:
         if self.first_token == "ntp" and self.verify != "none":
             raise ValueError("first_token='ntp' is a setting of plain decoding; verify already sets every block's first "
                              "position to NTP's own choice (docs/verify.md): drop one of them")
+        if self.order == "prefix" and self.verify != "none":
+            raise ValueError("order='prefix' is a setting of plain decoding; verify keeps a draft's leading run already "
+                             "(docs/verify.md): drop one of them")
 
     @classmethod
     def param_names(cls) -> tuple[str, ...]:
-        """The rule's own parameters first, then ``verify`` and ``first_token``, then the common ones."""
-        shared = ("verify", "first_token")
+        """The rule's own parameters first, then ``verify``, ``first_token`` and ``order``, then the common ones."""
+        shared = ("verify", "first_token", "order")
         own = [f.name for f in fields(cls) if f.name not in COMMON_PARAMS + shared]
         return tuple(own) + shared + COMMON_PARAMS
 
@@ -137,8 +146,8 @@ class Rule:
     def family(self) -> str:
         """The curve a run belongs to in reports (settings of one family differ only in a threshold); verified runs
         form a family of their own (``eb-entropy-verify``), and so do runs with the first token from the NTP logit
-        (``eb-entropy-first-ntp``)."""
-        return self._family() + self.first_tag + self.verify_tag
+        (``eb-entropy-first-ntp``), and so do runs that reveal in position order (``eb-entropy-prefix``)."""
+        return self._family() + self.first_tag + self.order_tag + self.verify_tag
 
     def _family(self) -> str:
         return self.name
@@ -147,12 +156,17 @@ class Rule:
     def tag(self) -> str:
         """Short filesystem-safe run name, e.g. ``eb-entropy-g0.1``, ``eb-entropy-g0.1-verify``,
         ``conf-thr-0.999-first-ntp``, ``topk-2-t0.7-s3`` when sampling."""
-        return self._tag() + self.first_tag + self.verify_tag + self.sampling_tag
+        return self._tag() + self.first_tag + self.order_tag + self.verify_tag + self.sampling_tag
 
     @property
     def first_tag(self) -> str:
         """``-first-ntp`` when a block's first token is read off the NTP logit (``first_token='ntp'``), else empty."""
         return "" if self.first_token == "mask" else f"-first-{self.first_token}"
+
+    @property
+    def order_tag(self) -> str:
+        """``-prefix`` when a forward keeps only the leading run of its reveals (``order='prefix'``), else empty."""
+        return "" if self.order == "any" else f"-{self.order}"
 
     @property
     def verify_tag(self) -> str:

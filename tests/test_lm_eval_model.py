@@ -88,7 +88,7 @@ def test_string_params_are_converted(lm):
 
 
 @pytest.mark.parametrize("solver, params, match", [
-    ("eb", {"gama": "0.1"}, r"unknown parameter 'gama' for solver 'eb'; allowed: \['first_token', 'gamma', 'proxy'"),
+    ("eb", {"gama": "0.1"}, r"unknown parameter 'gama' for solver 'eb'; allowed: \['first_token', 'gamma', 'order', 'proxy'"),
     ("eb", {"gamma": "abc"}, "gamma must be a number, got 'abc'"),
     ("eb", {"gamma": True}, "gamma must be a number"),
     ("topk", {"n": "2.5"}, "n must be an integer, got 2.5"),

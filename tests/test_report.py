@@ -231,7 +231,8 @@ def test_report_lists_recipe_departures(tmp_path):
 
 def test_report_lists_the_samplers_that_depart_from_the_papers_inference(tmp_path):
     runs = [("ntp", "ntp", "ntp", {}), ("sbd", "conf-thr-0.9", "confidence_threshold", {"threshold": 0.9}),
-            ("sbd", "conf-thr-0.9-first-ntp", "confidence_threshold", {"threshold": 0.9, "first_token": "ntp"})]
+            ("sbd", "conf-thr-0.9-first-ntp", "confidence_threshold", {"threshold": 0.9, "first_token": "ntp"}),
+            ("sbd", "conf-thr-0.9-prefix", "confidence_threshold", {"threshold": 0.9, "order": "prefix"})]
     paths = []
     for objective, sampler, solver, params in runs:
         paths.append(tmp_path / f"{sampler}.json")
@@ -239,6 +240,8 @@ def test_report_lists_the_samplers_that_depart_from_the_papers_inference(tmp_pat
     md = build_report(paths, paper_table=None)["report.md"].decode()
     listed = md.split("Departures from the paper's inference")[1].split("\n## ")[0]
     assert "- conf-thr-0.9-first-ntp: first_token=ntp" in listed and "- conf-thr-0.9:" not in listed
+    assert "- conf-thr-0.9-prefix: order=prefix (reveals in position order" in listed
+    assert "- conf-thr-0.9-first-ntp: order" not in listed and "- conf-thr-0.9-prefix: first_token" not in listed
 
 
 PAPER_RUNS = [  # our Llama stand-in on three of the paper's benchmarks: gsm8k (chat), math500 and lcbv6 (reasoning)

@@ -293,6 +293,8 @@ def all_solvers():
         get_solver("eb", gamma=0.5, proxy="confidence"),
         get_solver("eb", gamma=0.0, proxy="margin"),
         get_solver("topk", n=3, proxy="entropy"),
+        get_solver("confidence_threshold", threshold=0.5, order="prefix"),
+        get_solver("eb", gamma=0.5, order="prefix"),
     ]
 
 
@@ -426,13 +428,15 @@ def test_tags_params_and_description():
     assert families == {"eb-entropy-g0.1": "eb-entropy", "entropy-thr-0.5": "entropy_threshold",
                         "conf-thr-0.9": "confidence_threshold", "factor-f1": "factor", "topk-1": "topk",
                         "l2r-1": "left_to_right", "eb-confidence-g0.5": "eb-confidence", "eb-margin-g0": "eb-margin",
-                        "topk-3-entropy": "topk"}
+                        "topk-3-entropy": "topk", "conf-thr-0.5-prefix": "confidence_threshold-prefix",
+                        "eb-entropy-g0.5-prefix": "eb-entropy-prefix"}
     assert get_solver("topk").params == {"n": 1, "proxy": "confidence", "verify": "none", "temperature": 0.0, "seed": 0}
     assert get_solver("eb", gamma=1).params["gamma"] == 1.0
     desc = describe_solvers()
     assert tuple(desc) == SOLVER_NAMES == tuple(SOLVERS)
-    # own parameters first; first_token is listed with its default, though a spec shows it only when set (test_first_token)
-    assert list(desc["topk"]["params"]) == ["n", "proxy", "verify", "first_token", "temperature", "seed"]
+    # own parameters first; first_token and order are listed with their defaults, though a spec shows them only when
+    # set (test_first_token, test_reveal_order)
+    assert list(desc["topk"]["params"]) == ["n", "proxy", "verify", "first_token", "order", "temperature", "seed"]
     assert desc["eb"]["params"]["gamma"] == 0.1 and desc["factor"]["params"]["temperature"] == 0.0
     for solver in all_solvers():
         assert re.fullmatch(r"[A-Za-z0-9._-]+", solver.tag)

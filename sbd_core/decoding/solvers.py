@@ -158,7 +158,17 @@ class Solver:
         ranks = torch.arange(order.shape[1], device=order.device).expand_as(order)
         rank_of_pos = torch.empty_like(order).scatter_(1, order, ranks)
         reveal = (rank_of_pos < count[:, None]) & masked
+        if self.rule.order == "prefix":
+            reveal = leading_reveals(reveal, masked)
         return reveal, self._tokens(logits.float())
+
+
+def leading_reveals(reveal: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
+    """``order: prefix``: of a forward's ``reveal`` [B,k], the positions with every masked position left of them
+    revealed too; a row left with none reveals its leftmost masked position (rows with nothing masked reveal nothing)."""
+    lead = (reveal | ~masked).long().cumprod(dim=1).bool() & reveal
+    leftmost = masked & (masked.long().cumsum(dim=1) == 1)
+    return torch.where(lead.any(dim=1, keepdim=True), lead, leftmost)
 
 
 def _check_inputs(logits, masked) -> None:
