@@ -398,8 +398,10 @@ def test_one_speed_job_per_model_and_benchmark_times_every_decode_run_after_it(s
     assert all(f"/speed/{name}.json" in report for name in speed)
 
 
-# the study configs and the overlays a shipped run's RUN.md names in its command
-STUDY_CONFIGS = sorted([*(ROOT / "config" / "tune").rglob("*.yaml"), *(ROOT / "results" / "reference").rglob("*.yaml")])
+# the study configs, the overlays a shipped run's RUN.md names in its command, and the shipped configs (the slow tier
+# dry-runs most of those, so their schema check is here too)
+STUDY_CONFIGS = sorted([*(ROOT / "config" / "tune").rglob("*.yaml"), *(ROOT / "results" / "reference").rglob("*.yaml"),
+                        *SHIPPED])
 SCHEMA = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
 
 
