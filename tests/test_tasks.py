@@ -14,7 +14,7 @@ import pytest
 
 from sbd_core.benchmarks import ID_KEY, get_benchmark
 from sbd_core.tasks import EVALUATION_SPLITS, SPLITS, TASKS, code_task, get_task, math_task, training_texts
-from sbd_core.tasks.splits import split_of
+from sbd_core.tasks.splits import split_of, splits_of
 from sbd_core.tokenizer import (BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, RESERVED_TOKENS, SPECIAL_TOKENS,
                                 build_tokenizer, load_tokenizer, save_tokenizer)
 
@@ -73,6 +73,8 @@ def test_split_rule_and_names():
     assert SPLITS == ("train", "dev", "test") and EVALUATION_SPLITS == ("dev", "test")
     keys = [f"key{i}" for i in range(3000)]
     assert [split_of("salt", k) for k in keys] == [_bucket("salt", k) for k in keys]
+    unicode = keys[:200] + [f"f\u00e9:{i}" for i in range(200)]  # the batched form: the salt hashed once
+    assert splits_of("s\u00e4lt", unicode) == [_bucket("s\u00e4lt", k) for k in unicode]
     shares = Counter(split_of("salt", k) for k in keys)
     assert 0.77 < shares["train"] / 3000 < 0.83 and 0.08 < shares["dev"] / 3000 < 0.12
 

@@ -31,6 +31,7 @@ from typing import Callable
 
 from .splits import SPLITS, check_count, check_split
 from .splits import split_of as _split_of
+from .splits import splits_of
 
 _SPLIT_SALT = "sbd-code-v1"
 _WORDS = ("pre", "un", "re", "ab", "big", "red", "top", "new", "old", "my", "sub", "ok")
@@ -228,14 +229,16 @@ class FamilyTable:
         pass over every key of the table."""
         pools = {split: {} for split in SPLITS}
         for fam in self.families:
-            labels = [f"{k}=" for k, _ in fam.grid]
             found = {split: [] for split in SPLITS}
             combos = list(itertools.product(*(vals for _, vals in fam.grid)))
+            # each tuple's :meth:`signature`, built in the same (grid) order from its parts
+            parts = itertools.product(*([f"{k}={v}" for v in vals] for k, vals in fam.grid))
+            keys = (fam.name + ":" + ",".join(part) for part in parts)
             if self.keep is not None:
-                combos = list(itertools.compress(combos, self.keep(fam, combos)))
-            for combo in combos:
-                key = fam.name + ":" + ",".join(label + str(v) for label, v in zip(labels, combo))
-                found[self.split_of(key)].append(combo)
+                kept = self.keep(fam, combos)
+                combos, keys = list(itertools.compress(combos, kept)), itertools.compress(keys, kept)
+            for combo, split in zip(combos, splits_of(self.salt, keys), strict=True):
+                found[split].append(combo)
             for split in SPLITS:
                 pools[split][fam.name] = tuple(found[split])
         return pools

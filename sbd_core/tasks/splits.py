@@ -14,15 +14,32 @@ The development split is the 10% bucket that was called ``valid`` before it had 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 
 SPLITS = ("train", "dev", "test")
 EVALUATION_SPLITS = ("dev", "test")  # the splits a benchmark may decode (never train)
 
 
+_BY_BUCKET = ("train",) * 80 + ("dev",) * 10 + ("test",) * 10  # a hash bucket in [0, 100) -> its split
+
+
 def split_of(salt: str, key: str) -> str:
     """The split of a problem ``key`` (train 80% / dev 10% / test 10%) by a stable hash salted per task."""
     bucket = int(hashlib.sha256((salt + key).encode()).hexdigest()[:8], 16) % 100
-    return "train" if bucket < 80 else ("dev" if bucket < 90 else "test")
+    return _BY_BUCKET[bucket]
+
+
+def splits_of(salt: str, keys: Iterable[str]) -> list[str]:
+    """:func:`split_of` of every key, the same splits about twice as fast for a code task's million keys: the salt is
+    hashed once and the hash state copied per key, and the bucket read off the digest's first four bytes (the first
+    eight hex digits)."""
+    salted, by_bucket = hashlib.sha256(salt.encode()), _BY_BUCKET
+    splits = []
+    for key in keys:
+        state = salted.copy()
+        state.update(key.encode())
+        splits.append(by_bucket[int.from_bytes(state.digest()[:4], "big") % 100])
+    return splits
 
 
 def check_split(split: str) -> str:
