@@ -1,8 +1,8 @@
 """Where plain SBD leaves its own NTP mode: re-decode the problems a sampler loses against the same model's NTP mode
 on the reference decoder, logging every forward's reveals, and print for each the block position of the first token
 that differs, the block as each decode wrote it, and the forward that revealed that token: which positions were still
-masked, the mask queries' confidence, and whether the token passed the solver's threshold or was the forward's one
-forced reveal (docs/claim-study.md, lever D).
+masked, the mask queries' confidence, and (for a threshold rule) whether the token passed the threshold or was the
+forward's one forced reveal (docs/claim-study.md, lever D).
 
     python scripts/lost_reveals.py results/claim/models/tiny-llama/sbd-s1 \\
         results/claim-dev/generations/sbd-s1/ntp/code_graded.jsonl \\
@@ -93,13 +93,14 @@ def main() -> None:
         first = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
         block, pos = divmod(first, k)
         masked, reveal, conf = revealing_call(solver.calls, block, pos)
-        forced = threshold is not None and conf[pos] <= threshold
+        forced = threshold is not None and conf[pos] <= threshold  # a rule without a threshold: never "forced"
         right_first = not all(masked[pos + 1:])
         counts.update({f"position {pos}": 1, "forced": forced, "a position to its right revealed first": right_first,
                        "longer than the NTP mode's": len(b) > len(a), "reference == file": list(again) == b})
         words = [[tokenizer.decode([t]) for t in ids[block * k:(block + 1) * k]] for ids in (a, b)]
         print(f"{pid}: position {pos}; NTP mode {words[0]}, plain {words[1]}; masked {masked}, "
-              f"confidence {[round(c, 4) for c in conf]}, {'forced' if forced else 'passed'}")
+              f"confidence {[round(c, 4) for c in conf]}"
+              + ("" if threshold is None else f", {'forced' if forced else 'passed'}"))
     print(dict(sorted(counts.items())))
 
 

