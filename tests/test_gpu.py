@@ -16,6 +16,7 @@ from oracles import TIE_BOUND, RecordingSolver, check_engine_path, check_sbd_pat
 from test_engine_numerics import bf16_bound
 from sbd_core.decode_config import DecodeConfig
 from sbd_core.decoding.reference import BlockDecoder
+from sbd_core.decoding.setup import SHIFT_FIRST
 from sbd_core.decoding.engine import FastDecoder
 from sbd_core.mask_token import setup_mask_token
 from sbd_core.masking import build_batch
@@ -84,14 +85,18 @@ def fresh_compiler():
     torch._dynamo.reset()
 
 
-def test_compiled_engine_on_gpu_decides_as_its_checked_eager_path(tokenizer, fresh_compiler):
+@pytest.mark.parametrize("params, shifted", [({}, False), ({"first_token": "ntp", "order": "prefix"}, SHIFT_FIRST)],
+                         ids=["paper", "claim-departures"])
+def test_compiled_engine_on_gpu_decides_as_its_checked_eager_path(tokenizer, fresh_compiler, params, shifted):
+    """The paper's inference, and the two departures the claim config decodes with (a block's first token from the
+    NTP logit, reveals in position order), compiled with CUDA graphs against the engine's checked eager path."""
     model = sbd_model(tokenizer, logit_scale=12.0)
     gpu, ids, solver = copy.deepcopy(model).cuda(), [tokenizer(p)["input_ids"] for p in ENGINE_PROMPTS], \
-        get_solver("eb", gamma=0.5)
+        get_solver("eb", gamma=0.5, **params)
     recorder = RecordingSolver(solver)
     config = DecodeConfig(block_size=4, max_new_tokens=13, eos_token_ids=(), batch_size=2, compile=False)
     eager = FastDecoder(gpu, tokenizer, config, recorder).generate(ids)
-    check_engine_path(model, ids, eager, recorder.calls, 2, 4, 13, eos=(), excluded=(PAD, MASK))
+    check_engine_path(model, ids, eager, recorder.calls, 2, 4, 13, eos=(), excluded=(PAD, MASK), shifted=shifted)
     assert decisions_are_stable(solver, recorder.calls), "a near-tied decision: no fair comparison"
     engine = FastDecoder(gpu, tokenizer, DecodeConfig(block_size=4, max_new_tokens=13, eos_token_ids=(),
                                                       batch_size=2, compile=True), solver)
