@@ -114,12 +114,11 @@ class Rule:
         if self.verify == "sample" and self.temperature == 0:
             raise ValueError("verify='sample' matches NTP sampling and needs a temperature > 0; use verify='greedy' "
                              "at temperature 0")
-        if self.first_token == "ntp" and self.verify != "none":
-            raise ValueError("first_token='ntp' is a setting of plain decoding; verify already sets every block's first "
-                             "position to NTP's own choice (docs/verify.md): drop one of them")
-        if self.order == "prefix" and self.verify != "none":
-            raise ValueError("order='prefix' is a setting of plain decoding; verify keeps a draft's leading run already "
-                             "(docs/verify.md): drop one of them")
+        defaults = self.defaults()
+        for key in INFERENCE_DEPARTURES:  # each changes what plain decoding writes; verify writes NTP mode's tokens
+            if self.verify != "none" and getattr(self, key) != defaults[key]:
+                raise ValueError(f"{key}={getattr(self, key)!r} is a setting of plain decoding; verify already makes "
+                                 "every block NTP mode's own (docs/verify.md): drop one of them")
 
     @classmethod
     def param_names(cls) -> tuple[str, ...]:

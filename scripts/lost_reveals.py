@@ -5,17 +5,16 @@ masked, the mask queries' confidence, and (for a threshold rule) whether the tok
 forward's one forced reveal (docs/claim-study.md, lever D).
 
     python scripts/lost_reveals.py results/claim/models/tiny-llama/sbd-s1 \\
-        results/claim-dev/generations/sbd-s1/ntp/code_graded.jsonl \\
-        results/claim-dev/generations/sbd-s1/conf-thr-0.999-first-ntp/code_graded.jsonl
+        results/claim-dev/scores/sbd-s1/ntp/code_graded.json \\
+        results/claim-dev/scores/sbd-s1/conf-thr-0.999-first-ntp/code_graded.json
 
-Each generations file's score file is read from the same place under scores/ (``generations/X.jsonl`` ->
-``scores/X.json``); the sampler, block size and token budget come from the plain file's provenance.
+Each score file gives the verdicts (as the report reads them) and names its generations file; the sampler, block size
+and token budget come from the plain decode's provenance.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from pathlib import Path
 
@@ -25,6 +24,10 @@ from sbd_core.checkpoint import load
 from sbd_core.decode_config import DecodeConfig
 from sbd_core.decoding.factory import make_solver
 from sbd_core.decoding.reference import BlockDecoder
+from sbd_core.decoding.solvers import BlockStats
+from sbd_core.records.generations import decode_settings, read_records
+from sbd_core.records.score import read_score
+from sbd_core.report.stats.intervals import problems_of
 
 
 class LoggingSolver:
@@ -38,19 +41,21 @@ class LoggingSolver:
 
     def __call__(self, logits, masked):
         reveal, tokens = self.inner(logits, masked)
-        conf = torch.softmax(logits.float(), dim=-1).amax(-1)
+        conf = BlockStats.of(logits).confidence  # the statistic a confidence rule reads
         self.calls.append((masked[0].tolist(), reveal[0].tolist(), conf[0].tolist()))
         return reveal, tokens
 
 
-def read_rows(path: Path) -> dict:
-    return {row["id"]: row for row in map(json.loads, path.read_text().splitlines())}
-
-
-def passed(path: Path) -> dict:
-    score = Path(str(path).replace("/generations/", "/scores/", 1)).with_suffix(".json")
-    per_problem = json.loads(score.read_text())["per_problem"]  # code: evalplus's plus tests; math: the answer
-    return {pid: p["passed_plus"] if "passed_plus" in p else p["correct"] for pid, p in per_problem.items()}
+def scored_generations(score: Path) -> tuple[dict[str, bool], dict[str, dict], Path]:
+    """A score file's verdict per problem (the report's reading), its generations file's records by id, and that
+    file's path."""
+    data = read_score(score)
+    problems = problems_of(score, data)
+    if problems is None:
+        raise SystemExit(f"error: {score}: no per_problem records")
+    generations = Path(data["generations"])
+    return (dict(zip(problems.ids, problems.correct.astype(bool).tolist())),
+            {str(row["id"]): row for row in read_records(generations)}, generations)
 
 
 def revealing_call(calls, block: int, pos: int):
@@ -67,17 +72,19 @@ def revealing_call(calls, block: int, pos: int):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model")
-    ap.add_argument("ntp_generations", type=Path)
-    ap.add_argument("plain_generations", type=Path)
+    ap.add_argument("ntp_score", type=Path, help="the score file of the model's NTP mode")
+    ap.add_argument("plain_score", type=Path, help="the score file of its plain SBD decode")
     ap.add_argument("--limit", type=int, default=None, help="at most this many lost problems")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    ntp, plain = read_rows(args.ntp_generations), read_rows(args.plain_generations)
-    ntp_ok, plain_ok = passed(args.ntp_generations), passed(args.plain_generations)
+    ntp_ok, ntp, _ = scored_generations(args.ntp_score)
+    plain_ok, plain, plain_generations = scored_generations(args.plain_score)
     lost = [pid for pid in ntp if ntp_ok[pid] and not plain_ok[pid]]
     gained = sum(1 for pid in ntp if plain_ok[pid] and not ntp_ok[pid])
     print(f"{len(lost)} problems lost against the NTP mode, {gained} gained")
-    settings = json.loads(Path(f"{args.plain_generations}.provenance.json").read_text())["settings"]
+    settings = decode_settings(plain_generations)
+    if settings is None:
+        raise SystemExit(f"error: {plain_generations}: no decode provenance beside it (the sampler and block size)")
     spec, k = settings["sampler_spec"], settings["block_size"]
     threshold = spec["params"].get("threshold")
     model, tokenizer = load(args.model)

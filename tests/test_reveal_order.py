@@ -4,8 +4,6 @@ block of tests/test_solvers.py (confidence .60 .90 .95 .25; entropy order 2, 1, 
 it refuses, and both decoders with it: the engine against the reference, the reference against a slow causal
 reference, and no block ever holding a revealed token right of a masked one."""
 
-import math
-
 import pytest
 import torch
 from torch._dynamo.utils import counters
@@ -113,9 +111,3 @@ def test_the_step_traces_into_one_graph(sbd_model, tokenizer, fresh_dynamo):
     engine.generate([tokenizer(p)["input_ids"] for p in PROMPTS])  # fullgraph=True: a graph break raises
     assert not counters["graph_break"] and counters["stats"]["unique_graphs"] == 2  # the step and the prefill
 
-
-def test_the_papers_order_would_reveal_right_of_a_mask_on_the_same_case():
-    """The hand case the option exists for: a confident end right of an unsure position."""
-    logits = lg(BLOCK)
-    paper, _ = get_solver("confidence_threshold", threshold=0.85)(logits, ALL_ON)
-    assert paper[0, 2] and not paper[0, 0] and math.isclose(float(logits[0, 0].exp().max()), 0.6, rel_tol=1e-6)

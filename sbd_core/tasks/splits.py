@@ -24,15 +24,14 @@ _BY_BUCKET = ("train",) * 80 + ("dev",) * 10 + ("test",) * 10  # a hash bucket i
 
 
 def split_of(salt: str, key: str) -> str:
-    """The split of a problem ``key`` (train 80% / dev 10% / test 10%) by a stable hash salted per task."""
-    bucket = int(hashlib.sha256((salt + key).encode()).hexdigest()[:8], 16) % 100
-    return _BY_BUCKET[bucket]
+    """The split of a problem ``key`` (train 80% / dev 10% / test 10%) by a stable hash salted per task: the first
+    four bytes of sha256(salt + key), big-endian, modulo 100."""
+    return splits_of(salt, (key,))[0]
 
 
 def splits_of(salt: str, keys: Iterable[str]) -> list[str]:
-    """:func:`split_of` of every key, the same splits with less work a key (a code task has a million): the salt is
-    hashed once and the hash state copied per key, and the bucket is read off the digest's first four bytes (its first
-    eight hex digits)."""
+    """:func:`split_of` of every key (a code task has a million): the salt is hashed once and the hash state copied
+    per key."""
     salted, by_bucket = hashlib.sha256(salt.encode()), _BY_BUCKET
     splits = []
     for key in keys:
