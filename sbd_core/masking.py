@@ -92,6 +92,35 @@ def ntp_labels(sequence: torch.Tensor, doc_ids: torch.Tensor, loss_mask: torch.T
     return labels.masked_fill(~keep, IGNORE_INDEX)
 
 
+def block_end_after(lengths: torch.Tensor, block_size: int) -> torch.Tensor:
+    """For rows of ``lengths`` tokens, the end (exclusive) of the block of ``block_size`` that holds each row's last
+    token: the sequence width a row needs for :func:`fill_past_end` is this plus one (the clean half drops the last)."""
+    return ((lengths - 1) // block_size + 1) * block_size
+
+
+def fill_past_end(sequence: torch.Tensor, doc_ids: torch.Tensor, block_size: int,
+                  eos_token_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """End-of-text after the end (training option ``matp_past_end``, a departure from the paper, off by default).
+
+    At inference a block that holds the end of an answer has masks after it, up to the block's end, and its queries see
+    them; here those positions are padding, which no query sees, so a mask query never learns what follows an end (the
+    measurement: docs/claim-study.md, lever E). This fills them: in a row of one document ending with ``eos_token_id``,
+    every position after that token up to the end of its block (:func:`block_end_after`; blocks tile the row from 0)
+    becomes ``eos_token_id`` of the same document. Returns the new ``sequence`` and ``doc_ids`` and the filled positions
+    ``fill`` [B, W]; the caller keeps NTP labels off them (an NTP arm or mode never reads past an end) and lets MATP
+    label them. Rows cut before their end-of-text token, and the width left in the row, bound the fill.
+    """
+    if (doc_ids.amax(dim=1) > 0).any():
+        raise ValueError("matp_past_end fills the block after a row's single document; packed rows hold several")
+    width = sequence.shape[1]
+    lengths = (doc_ids >= 0).sum(dim=1)
+    last = sequence.gather(1, (lengths - 1).clamp(min=0)[:, None])[:, 0]
+    ends = torch.where((lengths > 0) & (last == eos_token_id), block_end_after(lengths, block_size), lengths)
+    idx = torch.arange(width, device=sequence.device)[None, :]
+    fill = (idx >= lengths[:, None]) & (idx < ends[:, None])
+    return sequence.masked_fill(fill, eos_token_id), doc_ids.masked_fill(fill, 0), fill
+
+
 def build_batch(
     sequence: torch.Tensor,
     objective: str,

@@ -30,7 +30,7 @@ from typing import Callable, Collection
 import torch
 
 from . import distributed
-from .masking import IGNORE_INDEX, SBDBatch, build_batch, drop_empty_segments
+from .masking import IGNORE_INDEX, SBDBatch, block_end_after, build_batch, drop_empty_segments, fill_past_end
 from .objective import compute_loss
 from .train_config import OBJECTIVES, TrainConfig, micro_batches_per_step
 
@@ -104,17 +104,28 @@ def block_size_for_step(config: TrainConfig, step: int) -> int:
     return int(torch.randint(config.block_size_min, config.block_size_max + 1, (1,), generator=_seeded(config.seed, step)))
 
 
-def layout(inputs: dict, positions: list[int], config: TrainConfig, mask_token_id: int | None, step: int) -> SBDBatch:
-    """The SBD (or NTP) batch of collated ``inputs``; row i's noise comes from (seed, step, positions[i])."""
+def layout(inputs: dict, positions: list[int], config: TrainConfig, mask_token_id: int | None, step: int,
+           eos_token_id: int | None = None) -> SBDBatch:
+    """The SBD (or NTP) batch of collated ``inputs``; row i's noise comes from (seed, step, positions[i]).
+    ``eos_token_id``: needed by ``matp_past_end`` (:func:`sbd_core.masking.fill_past_end`)."""
     k, kind = block_size_for_step(config, step), OBJECTIVES[config.objective]
+    sequence, doc_ids, target = inputs["sequence"], inputs["doc_ids"], inputs["target"]
+    ntp_mask = None if config.loss_on_prompt else target
+    matp_mask = ntp_mask if config.matp_on_prompt else target
+    if config.matp_past_end and kind == "sbd":
+        if eos_token_id is None:
+            raise ValueError("matp_past_end needs the tokenizer's end-of-text token id")
+        sequence, doc_ids, fill = fill_past_end(sequence, doc_ids, k, eos_token_id)
+        answers = torch.ones_like(target) if ntp_mask is None else ntp_mask
+        ntp_mask = answers.bool() & ~fill
+        matp_mask = (answers if matp_mask is None else matp_mask).bool() | fill
     parts = []
     for i, position in enumerate(positions):
-        target = inputs["target"][i : i + 1]
-        loss_mask = None if config.loss_on_prompt else target
-        parts.append(build_batch(inputs["sequence"][i : i + 1], kind, mask_token_id, k,
-                                 doc_ids=inputs["doc_ids"][i : i + 1], loss_mask=loss_mask,
+        row = slice(i, i + 1)
+        parts.append(build_batch(sequence[row], kind, mask_token_id, k, doc_ids=doc_ids[row],
+                                 loss_mask=None if ntp_mask is None else ntp_mask[row],
                                  generator=_seeded(config.seed, step, position),
-                                 matp_loss_mask=loss_mask if config.matp_on_prompt else target,
+                                 matp_loss_mask=None if matp_mask is None else matp_mask[row],
                                  shift=config.matp_shift))
     cat = {name: torch.cat([getattr(p, name) for p in parts]) for name in ("input_ids", "position_ids", "labels", "doc_ids")}
     batch = SBDBatch(**cat, block_size=k, objective=kind)
@@ -124,9 +135,10 @@ def layout(inputs: dict, positions: list[int], config: TrainConfig, mask_token_i
 class BatchSource:
     """This process's micro-batches of each step: micro-batch m of process r holds global slots (m x P + r) x B ..."""
 
-    def __init__(self, rows, config: TrainConfig, runtime: distributed.Runtime, pad_token_id: int, mask_token_id):
+    def __init__(self, rows, config: TrainConfig, runtime: distributed.Runtime, pad_token_id: int, mask_token_id,
+                 eos_token_id: int | None = None):
         self.rows, self.config, self.runtime = rows, config, runtime
-        self.pad_token_id, self.mask_token_id = pad_token_id, mask_token_id
+        self.pad_token_id, self.mask_token_id, self.eos_token_id = pad_token_id, mask_token_id, eos_token_id
         self.accum = micro_batches_per_step(config, runtime.world_size)
         self.rows_per_step = self.accum * runtime.world_size * config.batch_size
         self.order = RowOrder(len(rows), config.seed)
@@ -140,12 +152,14 @@ class BatchSource:
         b, world, first_of_step = self.config.batch_size, self.runtime.world_size, step * self.rows_per_step
         width = max(len(self.rows[self.order.row(p)]["input_ids"])
                     for p in range(first_of_step, first_of_step + self.rows_per_step))
+        if self.config.matp_past_end and OBJECTIVES[self.config.objective] == "sbd":  # room for the longest fill
+            width = int(block_end_after(torch.tensor(width), block_size_for_step(self.config, step))) + 1
         out = []
         for micro in range(self.accum):
             first = first_of_step + (micro * world + self.runtime.rank) * b
             positions = list(range(first, first + b))
             inputs = pad_rows([self.rows[self.order.row(p)] for p in positions], self.pad_token_id, width)
-            out.append(layout(inputs, positions, self.config, self.mask_token_id, step))
+            out.append(layout(inputs, positions, self.config, self.mask_token_id, step, self.eos_token_id))
         return out
 
 
@@ -293,7 +307,7 @@ def train(model, tokenizer, rows, config: TrainConfig, checkpoint_dir: Path, log
     checkpoint_dir, log_path = Path(checkpoint_dir), Path(log_path)
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     mask_id = mask_token_id(model) if OBJECTIVES[config.objective] == "sbd" else None
-    source = BatchSource(rows, config, runtime, tokenizer.pad_token_id or 0, mask_id)
+    source = BatchSource(rows, config, runtime, tokenizer.pad_token_id or 0, mask_id, tokenizer.eos_token_id)
     model = prepare_model(model, config, runtime)
     optimizer, scheduler = build_optimizer(model, config)
     start, resumed = _resume(checkpoint_dir, model, optimizer, scheduler, log_path, runtime)

@@ -17,7 +17,7 @@ SHIFT_REVEALED = "revealed"
 # The paper's values of the settings a recipe may depart from (loss_on_prompt: the paper does not say; every token is
 # a target, as in its pretraining-style data).
 PAPER_RECIPE = {"loss_on_prompt": True, "matp_on_prompt": True, "matp_loss_weight": 1.0, "matp_shift": False,
-                "block_size_min": 2, "block_size_max": 16}
+                "matp_past_end": False, "block_size_min": 2, "block_size_max": 16}
 
 
 @dataclass
@@ -54,6 +54,8 @@ class TrainConfig:
     matp_loss_weight: float = 1.0  # scales each MATP label's cross-entropy in the pooled mean (sbd_core.objective)
     matp_shift: bool | str = False  # each masked token predicted from the position before it (True), or only where that
     # position is revealed ("revealed"); sbd_core.masking. Decoders read it from the model config (SHIFT_CONFIG_KEY)
+    matp_past_end: bool = False  # masked positions after a row's end of text, to its block's end, are end-of-text MATP
+    # targets (sbd_core.masking.fill_past_end); no effect on the ntp objective
     drop_empty_blocks: bool = True  # exact speed-up: leave out noised blocks without a MATP target (sbd_core.masking)
 
     def __post_init__(self):

@@ -1,4 +1,4 @@
-"""The ablation objective sbd_no_ntp_grad and the named departures matp_loss_weight / matp_on_prompt."""
+"""The ablation objective sbd_no_ntp_grad and the named departures matp_loss_weight / matp_on_prompt / matp_past_end."""
 
 import math
 
@@ -8,9 +8,10 @@ import torch.nn.functional as F
 
 from conftest import tiny_model
 from sbd_core.mask_token import setup_mask_token
-from sbd_core.masking import IGNORE_INDEX, build_batch
+from sbd_core.distributed import Runtime
+from sbd_core.masking import IGNORE_INDEX, build_batch, fill_past_end
 from sbd_core.objective import compute_loss, model_inputs
-from sbd_core.train import layout, pad_rows, tokenize_examples, train
+from sbd_core.train import BatchSource, layout, pad_rows, tokenize_examples, train
 from sbd_core.train_config import PAPER_RECIPE, TrainConfig
 
 N = 24
@@ -82,7 +83,7 @@ def test_matp_on_prompt_false_keeps_ntp_prompt_labels_and_drops_matp_ones(tokeni
 def test_departures_name_the_settings_that_leave_the_papers_recipe():
     assert TrainConfig(objective="sbd").departures() == {}
     assert TrainConfig(objective="sbd", **PAPER_RECIPE).departures() == {}
-    ours = dict(loss_on_prompt=False, matp_loss_weight=2.0, block_size_max=8)
+    ours = dict(loss_on_prompt=False, matp_loss_weight=2.0, matp_past_end=True, block_size_max=8)
     assert TrainConfig(objective="sbd_no_ntp_grad", **ours).departures() == ours
     assert TrainConfig(objective="ntp", **ours).departures() == {"loss_on_prompt": False}  # MATP options do not apply
 
@@ -96,3 +97,70 @@ def test_sbd_no_ntp_grad_trains_through_the_training_loop(tokenizer, tmp_path):
     assert summary["steps"] == 2 and "ntp_loss" in summary["final"]  # the NTP loss is still logged
     with pytest.raises(ValueError, match="sbd_no_ntp_grad"):
         TrainConfig(objective="mdm")
+
+
+EOS, PAD, MASK = 1, 2, 3
+
+
+def test_fill_past_end_fills_to_the_end_of_the_block_holding_the_end_of_text():
+    """Hand cases, blocks of 3 tiling from position 0: the end of text at 3 fills 4-5 (block 3-5); at 1, fills 2;
+    at 5, the last of its block, fills nothing; a row cut before its end of text is left alone."""
+    rows = [[5, 6, 7, EOS], [5, 6, 7, 8, 9, 10, 11, 12], [5, EOS], [5, 6, 7, 8, 9, EOS]]
+    inputs = pad_rows([{"input_ids": r, "target": [1] * len(r)} for r in rows], PAD, width=8)
+    sequence, doc_ids, fill = fill_past_end(inputs["sequence"], inputs["doc_ids"], 3, EOS)
+    assert fill.tolist() == [[0, 0, 0, 0, 1, 1, 0, 0], [0] * 8, [0, 0, 1, 0, 0, 0, 0, 0], [0] * 8]
+    assert sequence.tolist() == [[5, 6, 7, EOS, EOS, EOS, PAD, PAD], rows[1], [5, EOS, EOS, PAD, PAD, PAD, PAD, PAD],
+                                 rows[3] + [PAD, PAD]]
+    assert doc_ids.tolist() == [[0] * 6 + [-1] * 2, [0] * 8, [0] * 3 + [-1] * 5, [0] * 6 + [-1] * 2]
+    packed = pad_rows([{"input_ids": [5, EOS, 6, EOS], "target": [1] * 4, "doc_lengths": [2, 2]}], PAD, width=6)
+    with pytest.raises(ValueError, match="packed"):
+        fill_past_end(packed["sequence"], packed["doc_ids"], 3, EOS)
+
+
+def test_matp_past_end_adds_end_of_text_targets_after_the_end_and_changes_nothing_else(tokenizer):
+    """Through the training loop's layout, at one width: the clean half's NTP labels and every MATP label on the rows'
+    own tokens are the option-off layout's (the same noise draws); the filled positions are end-of-text tokens of the
+    row's document, never NTP targets, MATP targets (end of text) where masked; the NTP objective is untouched."""
+    rows = tokenize_examples(tokenizer, [(f"q{i}=", "x" * (i % 5 + 1)) for i in range(12)], 64)
+    inputs = pad_rows(rows, tokenizer.pad_token_id, width=max(len(r["input_ids"]) for r in rows) + 8)
+    eos = tokenizer.eos_token_id
+    common = dict(objective="sbd", block_size_min=4, block_size_max=4, loss_on_prompt=False, drop_empty_blocks=False)
+    off = layout(inputs, list(range(12)), TrainConfig(**common), MASK, step=3, eos_token_id=eos)
+    on = layout(inputs, list(range(12)), TrainConfig(**common, matp_past_end=True), MASK, step=3, eos_token_id=eos)
+    n = off.half
+    _, _, fill = fill_past_end(inputs["sequence"], inputs["doc_ids"], 4, eos)
+    fill = fill[:, :n]
+    assert fill.any(dim=1).sum() >= 9  # 3 of 12 rows end on a block's last position
+    assert torch.equal(on.labels[:, :n], off.labels[:, :n])  # NTP labels: the same, none on the fill
+    assert torch.equal(on.labels[:, n:][~fill], off.labels[:, n:][~fill])
+    assert torch.equal(on.input_ids[:, n:][~fill], off.input_ids[:, n:][~fill])
+    filled_inputs, filled_labels = on.input_ids[:, n:][fill], on.labels[:, n:][fill]
+    masked = filled_inputs == MASK
+    assert masked.any() and (~masked).any()
+    assert (filled_labels[masked] == eos).all() and (filled_labels[~masked] == IGNORE_INDEX).all()
+    assert (filled_inputs[~masked] == eos).all() and (on.doc_ids[fill] == 0).all()
+    assert torch.equal(on.position_ids[:, :n][fill], fill.nonzero()[:, 1])  # positions run on past the end
+    ntp = dict(common, objective="ntp")
+    ntp_on = layout(inputs, list(range(12)), TrainConfig(**ntp, matp_past_end=True), None, step=3, eos_token_id=eos)
+    ntp_off = layout(inputs, list(range(12)), TrainConfig(**ntp), None, step=3, eos_token_id=eos)
+    assert all(torch.equal(getattr(ntp_on, f), getattr(ntp_off, f)) for f in ("input_ids", "labels", "doc_ids"))
+
+
+def test_the_training_loop_widens_its_rows_for_the_fill_and_trains(tokenizer, tmp_path):
+    """Every row ending with its end of text gets the whole rest of that block, the longest row included (its end of
+    text then enters the noised half too), and the loop trains with the option."""
+    rows = tokenize_examples(tokenizer, [(f"{a}+{b}=", f"{a + b}") for a in range(10, 20) for b in range(3)], 16)
+    config = TrainConfig(objective="sbd", batch_size=8, matp_past_end=True, drop_empty_blocks=False,
+                         block_size_min=5, block_size_max=5)
+    source = BatchSource(rows, config, Runtime(0, 1, torch.device("cpu")), tokenizer.pad_token_id, MASK, tokenizer.eos_token_id)
+    batch = source.step(0)[0]
+    ends = (batch.doc_ids >= 0).sum(dim=1)
+    assert (ends % 5 == 0).all()  # each row's document now ends where its block does
+    eos_at = [int(r.tolist().index(tokenizer.eos_token_id)) for r in batch.input_ids[:, : batch.half]]
+    assert all(e // 5 == (end - 1) // 5 for e, end in zip(eos_at, ends.tolist()))
+    model = tiny_model("llama", len(tokenizer))
+    setup_mask_token(tokenizer, model)
+    train_config = TrainConfig(objective="sbd", max_steps=2, batch_size=8, save_steps=100, logging_steps=1,
+                               matp_past_end=True)
+    summary = train(model, tokenizer, rows, train_config, tmp_path / "ckpt", tmp_path / "log.jsonl", progress=False)
+    assert summary["steps"] == 2 and math.isfinite(summary["final"]["matp_loss"])
