@@ -54,12 +54,18 @@ def token_kind(target: str, start: int, end: int, computed: set[int], last: bool
     return "computed" if computed & set(range(start, end)) else "other"
 
 
-def probe_layout(ids: list[int], target: list[int], block: int, mask_id: int, pad_id: int) -> tuple[SBDBatch, int]:
+def probe_layout(ids: list[int], target: list[int], block: int, mask_id: int, pad_id: int,
+                 past_end: int | None = None) -> tuple[SBDBatch, int]:
     """The ``[clean | noised]`` batch of one example (``ids`` with its response mask ``target``), every response
     token masked in the noised half, and front padding so that blocks of ``block`` start at the first response token;
-    returns the batch and the padding length."""
+    returns the batch and the padding length. ``past_end`` (an end-of-text id): the row runs on with that token to the
+    end of the block that holds its end of text, all masked, as the decoder's last block holds masks after an answer's
+    end (training shows a query none unless ``matp_past_end``)."""
     first = target.index(1)
     pad = (block - first % block) % block
+    if past_end is not None:
+        more = (1 - pad - len(ids)) % block or block  # the clean half (ids[:-1]) then ends on a block's end
+        ids, target = ids + [past_end] * more, target + [1] * more
     clean = torch.tensor([pad_id] * pad + ids[:-1])
     docs = torch.tensor([-1] * pad + [0] * (len(ids) - 1))
     response = torch.tensor([0] * pad + target[:-1], dtype=torch.bool)
@@ -84,8 +90,9 @@ def masked_row(n: int, col: int, position: int, shift: bool | str, before_masked
 
 
 @torch.no_grad()
-def probe(model, tokenizer, task: str, problems: list[dict], block: int) -> dict:
-    """Counts ``{(kind, position in block): [tokens, NTP right, masked right]}`` over ``problems``."""
+def probe(model, tokenizer, task: str, problems: list[dict], block: int, past_end: bool = False) -> dict:
+    """Counts ``{(kind, position in block): [tokens, NTP right, masked right]}`` over ``problems``; ``past_end``: the
+    decoder's view of the last block (:func:`probe_layout`), and the end-of-text token itself probed as kind ``eos``."""
     spec = get_task(task)
     mask_id, shift = mask_token_id(model), shifted_matp(model)
     counts: dict = defaultdict(lambda: [0, 0, 0])
@@ -93,7 +100,8 @@ def probe(model, tokenizer, task: str, problems: list[dict], block: int) -> dict
         prompt, target_text = spec.prompt_text(problem), spec.target_text(problem)
         encoded = tokenize_examples(tokenizer, [(prompt, target_text)], max_length=10**9)[0]
         ids, target = list(encoded["input_ids"]), list(encoded["target"])
-        batch, pad = probe_layout(ids, target, block, mask_id, tokenizer.pad_token_id)
+        eos = tokenizer.eos_token_id if past_end else None
+        batch, pad = probe_layout(ids, target, block, mask_id, tokenizer.pad_token_id, eos)
         logits = model(input_ids=batch.input_ids, position_ids=batch.position_ids,
                        attention_mask=backend_mask(model, dense_mask(batch)), use_cache=False).logits[0]
         n = batch.half
@@ -101,10 +109,13 @@ def probe(model, tokenizer, task: str, problems: list[dict], block: int) -> dict
         first = target.index(1)
         offsets = tokenizer(target_text, return_offsets_mapping=True, add_special_tokens=False)["offset_mapping"]
         last = len(ids) - 2  # the last token probed: the end of text after it has no column of its own
-        for j in range(first, last + 1):  # the target's tokens (tokenised on its own, as training does)
+        for j in range(first, last + 1 + past_end):  # the target's tokens (tokenised on its own, as training does)
             col = j + pad
-            start, end = offsets[j - first]
-            kind = token_kind(target_text, start, end, computed, last=j == last)
+            if j > last:  # past_end: the end of text now has a column
+                kind = "eos"
+            else:
+                start, end = offsets[j - first]
+                kind = token_kind(target_text, start, end, computed, last=j == last)
             position = (j - first) % block
             cell = counts[(kind, position)]
             cell[0] += 1
@@ -121,11 +132,14 @@ def main(argv=None) -> None:
     parser.add_argument("--problems", type=int, default=200)
     parser.add_argument("--block", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--past-end", action="store_true",
+                        help="the last block as the decoder sees it: masks after the end of text, to the block's end")
     args = parser.parse_args(argv)
     model, tokenizer = load(args.model)
     problems = get_task(args.task).make_problems(args.split, args.problems, args.seed)
-    counts = probe(model, tokenizer, args.task, problems, args.block)
-    print(f"{args.model}: {args.task} {args.split}, {len(problems)} problems, blocks of {args.block}")
+    counts = probe(model, tokenizer, args.task, problems, args.block, args.past_end)
+    view = ", masks past the end" if args.past_end else ""
+    print(f"{args.model}: {args.task} {args.split}, {len(problems)} problems, blocks of {args.block}{view}")
     print("kind      pos  tokens  NTP    masked")
     for kind, pos in sorted(counts):
         n, ntp, masked = counts[(kind, pos)]
