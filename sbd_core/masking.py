@@ -92,9 +92,10 @@ def ntp_labels(sequence: torch.Tensor, doc_ids: torch.Tensor, loss_mask: torch.T
     return labels.masked_fill(~keep, IGNORE_INDEX)
 
 
-def block_end_after(lengths: torch.Tensor, block_size: int) -> torch.Tensor:
-    """For rows of ``lengths`` tokens, the end (exclusive) of the block of ``block_size`` that holds each row's last
-    token: the sequence width a row needs for :func:`fill_past_end` is this plus one (the clean half drops the last)."""
+def block_end_after(lengths, block_size: int):
+    """For rows of ``lengths`` tokens (an int or a tensor), the end (exclusive) of the block of ``block_size`` that holds
+    each row's last token: the sequence width a row needs for :func:`fill_past_end` is this plus one (the clean half
+    drops the last)."""
     return ((lengths - 1) // block_size + 1) * block_size
 
 

@@ -116,9 +116,9 @@ def layout(inputs: dict, positions: list[int], config: TrainConfig, mask_token_i
         if eos_token_id is None:
             raise ValueError("matp_past_end needs the tokenizer's end-of-text token id")
         sequence, doc_ids, fill = fill_past_end(sequence, doc_ids, k, eos_token_id)
-        answers = torch.ones_like(target) if ntp_mask is None else ntp_mask
-        ntp_mask = answers.bool() & ~fill
-        matp_mask = (answers if matp_mask is None else matp_mask).bool() | fill
+        ntp_targets = torch.ones_like(target) if ntp_mask is None else ntp_mask
+        ntp_mask = ntp_targets.bool() & ~fill
+        matp_mask = (ntp_targets if matp_mask is None else matp_mask).bool() | fill
     parts = []
     for i, position in enumerate(positions):
         row = slice(i, i + 1)
@@ -153,7 +153,7 @@ class BatchSource:
         width = max(len(self.rows[self.order.row(p)]["input_ids"])
                     for p in range(first_of_step, first_of_step + self.rows_per_step))
         if self.config.matp_past_end and OBJECTIVES[self.config.objective] == "sbd":  # room for the longest fill
-            width = int(block_end_after(torch.tensor(width), block_size_for_step(self.config, step))) + 1
+            width = block_end_after(width, block_size_for_step(self.config, step)) + 1
         out = []
         for micro in range(self.accum):
             first = first_of_step + (micro * world + self.runtime.rank) * b

@@ -55,17 +55,17 @@ def token_kind(target: str, start: int, end: int, computed: set[int], last: bool
 
 
 def probe_layout(ids: list[int], target: list[int], block: int, mask_id: int, pad_id: int,
-                 past_end: int | None = None) -> tuple[SBDBatch, int]:
+                 end_of_text: int | None = None) -> tuple[SBDBatch, int]:
     """The ``[clean | noised]`` batch of one example (``ids`` with its response mask ``target``), every response
     token masked in the noised half, and front padding so that blocks of ``block`` start at the first response token;
-    returns the batch and the padding length. ``past_end`` (an end-of-text id): the row runs on with that token to the
+    returns the batch and the padding length. ``end_of_text`` (its id): the row runs on with that token to the
     end of the block that holds its end of text, all masked, as the decoder's last block holds masks after an answer's
-    end (training shows a query none unless ``matp_past_end``)."""
+    end (training shows a query no such mask unless ``matp_past_end``)."""
     first = target.index(1)
     pad = (block - first % block) % block
-    if past_end is not None:
+    if end_of_text is not None:
         more = (1 - pad - len(ids)) % block or block  # the clean half (ids[:-1]) then ends on a block's end
-        ids, target = ids + [past_end] * more, target + [1] * more
+        ids, target = ids + [end_of_text] * more, target + [1] * more
     clean = torch.tensor([pad_id] * pad + ids[:-1])
     docs = torch.tensor([-1] * pad + [0] * (len(ids) - 1))
     response = torch.tensor([0] * pad + target[:-1], dtype=torch.bool)
@@ -109,7 +109,8 @@ def probe(model, tokenizer, task: str, problems: list[dict], block: int, past_en
         first = target.index(1)
         offsets = tokenizer(target_text, return_offsets_mapping=True, add_special_tokens=False)["offset_mapping"]
         last = len(ids) - 2  # the last token probed: the end of text after it has no column of its own
-        for j in range(first, last + 1 + past_end):  # the target's tokens (tokenised on its own, as training does)
+        stop = last + 2 if past_end else last + 1  # past_end: the end of text itself too
+        for j in range(first, stop):  # the target's tokens (tokenised on its own, as training does)
             col = j + pad
             if j > last:  # past_end: the end of text now has a column
                 kind = "eos"

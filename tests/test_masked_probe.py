@@ -42,14 +42,14 @@ def test_past_end_runs_the_row_on_with_masks_to_the_end_of_the_block_holding_its
     """As the decoder's last block: the end of text and every position after it in its block are masks of the
     document; when the end of text starts a block, the whole block follows it."""
     ids, target = [0, 5, 6, 7, 8, 9, 10, 11, 1], [0, 0, 0, 1, 1, 1, 1, 1, 1]  # response 7..11, end of text at 8
-    batch, pad = probe.probe_layout(ids, target, block=4, mask_id=99, pad_id=2, past_end=1)
+    batch, pad = probe.probe_layout(ids, target, block=4, mask_id=99, pad_id=2, end_of_text=1)
     n = batch.half
     assert pad == 1 and n == 12 and n % 4 == 0  # blocks: [pad 0 5 6] [7 8 9 10] [11 <end> <fill> <fill>]
     assert batch.input_ids[0, :n].tolist() == [2, 0, 5, 6, 7, 8, 9, 10, 11, 1, 1, 1]
     assert batch.input_ids[0, n:].tolist() == [2, 0, 5, 6] + [99] * 8
     assert batch.doc_ids[0].tolist() == [-1] + [0] * 11
     ids, target = [0, 5, 6, 7, 8, 9, 10, 1], [0, 0, 0, 1, 1, 1, 1, 1]  # the end of text starts the third block
-    batch, pad = probe.probe_layout(ids, target, block=4, mask_id=99, pad_id=2, past_end=1)
+    batch, pad = probe.probe_layout(ids, target, block=4, mask_id=99, pad_id=2, end_of_text=1)
     assert pad == 1 and batch.half == 12 and batch.input_ids[0, 12:].tolist() == [2, 0, 5, 6] + [99] * 8
     assert batch.input_ids[0, :12].tolist() == [2, 0, 5, 6, 7, 8, 9, 10, 1, 1, 1, 1]
 
