@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's sbd_core, wherever the script i
 from sbd_core.benchmarks import describe_benchmarks  # noqa: E402
 from sbd_core.decode_config import DecodeConfig  # noqa: E402
 from sbd_core.launch import LaunchSettings  # noqa: E402
-from sbd_core.likelihood import TASKS  # noqa: E402
+from sbd_core.likelihood import TASKS, StageSwitch  # noqa: E402
 from sbd_core.samplers import describe_samplers  # noqa: E402
 from sbd_core.settings import RuntimeSettings, SpeedSettings, StatsSettings, TimingSettings  # noqa: E402
 from sbd_core.train_config import TrainConfig  # noqa: E402
@@ -42,6 +42,7 @@ DEFAULTS = {
     "decode": (DecodeConfig,),
     "timing": (TimingSettings,),
     "speed": (SpeedSettings,),
+    "likelihood": (StageSwitch,),
     "report.stats": (StatsSettings,),
 }
 # keys whose defaults differ per registered name: the registry tables at the end list them
@@ -56,7 +57,9 @@ the defaults in the stages' typed settings; `tests/test_config_reference.py` fai
 A config file holds the keys below. `config/config.yaml` is the default; `--configfile FILE` replaces it (a profile
 means exactly what its file says). To change a few keys, stack a small file on the default (later files win, key by
 key): `snakemake --configfile config/config.yaml my.yaml`, where `my.yaml` holds, say, `decode: {{block_size: 8}}`.
-`--config key=value` overrides single keys on top. A key left out takes its default; "required" keys have none.
+Mappings merge, so a later file cannot remove a key a file below it sets: it turns a stage off with `enabled: false`
+(`timing`, `speed`, `likelihood`). `--config key=value` overrides single keys on top. A key left out takes its
+default; "required" keys have none.
 Keys written `<name>` are yours to choose; `[]` marks the entries of a list.
 """
 

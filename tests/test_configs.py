@@ -83,7 +83,8 @@ def expected(config: dict) -> dict[str, set[str]]:
     planned = {"source": {s["name"] for s in config["data"]["sources"]}, "model": set(config["models"]),
                "arm": set(plan_arms(config["finetune"])),
                "benchmark": set(config["benchmarks"]), "sampler": set(expand_samplers(config["decode"]["samplers"]))}
-    likelihood = set(config.get("likelihood", {}).get("tasks", {}))
+    section = config.get("likelihood", {})
+    likelihood = set(section.get("tasks", {})) if section.get("enabled", True) else set()
     if not likelihood:
         return planned
     trained = set(trained_arms(plan_arms(config["finetune"])))
@@ -186,6 +187,16 @@ def test_the_ablation_arm_gets_its_likelihood_jobs(tmp_path):
     values = planned(tmp_path, "--config", "finetune={objectives: [ntp, sbd, sbd_no_ntp_grad]}")
     assert {f"tiny-llama/{arm}/{task}" for arm in ("ntp", "sbd", "sbd_no_ntp_grad")
             for task in ("math_mc", "code_mc")} == values["likelihood_job"]
+
+
+def test_an_overlay_turns_the_likelihood_stage_off(tmp_path):
+    """A file stacked on the default cannot remove the default's likelihood tasks (mappings merge); ``enabled: false``
+    plans none of their jobs, and the rest of the plan is the stacked config's (the study's overlay, dev500.yaml)."""
+    default, overlay = ROOT / "config" / "config.yaml", ROOT / "config" / "tune" / "study" / "dev500.yaml"
+    config = stacked(yaml.safe_load(default.read_text()), yaml.safe_load(overlay.read_text()))
+    assert config["likelihood"]["tasks"] and config["likelihood"]["enabled"] is False
+    values = planned(tmp_path, "--configfile", str(default), str(overlay))
+    assert "likelihood_task" not in values and values == expected(config)
 
 
 # ------------------------------------------------------------------------------------------------ config mistakes

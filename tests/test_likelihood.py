@@ -14,7 +14,7 @@ import yaml
 
 from likelihood_fixtures import (ARC_ROWS, hellaswag_rows, save_checkpoint, winogrande_rows, write_arc_copy,
                                  write_gpqa_copy, write_hub_copy, write_mmlu_copy)
-from sbd_core.likelihood import PAPER_TASKS, TASKS, get_task, multiple_choice
+from sbd_core.likelihood import PAPER_TASKS, TASKS, get_task, multiple_choice, planned_tasks
 from sbd_core.pipeline.likelihood import LikelihoodDataError, run_likelihood, run_likelihood_data
 from sbd_core.tasks import code_task, get_task as get_synthetic_task
 
@@ -109,6 +109,15 @@ def test_gpqa_subset_and_shots_pick_lm_evals_task():
 def test_bad_settings_name_the_key(name, mapping, match):
     with pytest.raises(ValueError, match=match):
         get_task(name).settings(mapping)
+
+
+def test_the_planned_tasks_are_the_sections_unless_it_is_turned_off():
+    tasks = {"math_mc": {"problems": 5}, "code_mc": None}
+    assert planned_tasks({"tasks": tasks}) == {"math_mc": {"problems": 5}, "code_mc": {}}
+    assert planned_tasks({"enabled": True, "tasks": tasks}) == planned_tasks({"tasks": tasks})
+    assert planned_tasks({"enabled": False, "tasks": tasks}) == {} and planned_tasks(None) == {}
+    with pytest.raises(ValueError, match=r"likelihood.enabled must be true or false, got 'no'"):
+        planned_tasks({"enabled": "no", "tasks": tasks})
 
 
 # ------------------------------------------------------------------------------------------------ multiple choice

@@ -37,7 +37,7 @@ from ..benchmarks.lm_eval_task import TASKS_DIR
 from . import multiple_choice
 
 __all__ = ["TASKS", "PAPER_TASKS", "LikelihoodTask", "Settings", "HubSettings", "GPQASettings", "SyntheticSettings",
-           "SCORING_ONLY", "get_task", "lm_eval_tasks_dir", "planned_tasks"]
+           "SCORING_ONLY", "StageSwitch", "get_task", "lm_eval_tasks_dir", "planned_tasks"]
 
 
 def lm_eval_tasks_dir(folder: str) -> Path:
@@ -218,10 +218,24 @@ def get_task(name: str) -> LikelihoodTask:
     return TASKS[name]
 
 
+@dataclass(frozen=True)
+class StageSwitch:
+    """The ``likelihood`` section's own keys besides its tasks: ``enabled`` false plans no likelihood job (how a config
+    stacked on another turns the stage off: merged mappings cannot drop the tasks below them)."""
+
+    enabled: bool = True
+
+
 def planned_tasks(section: Mapping[str, Any] | None) -> dict[str, dict]:
     """The tasks of a config's ``likelihood`` section, each name and setting checked: ``{name: settings mapping}``
-    (empty without the section). ValueError naming the key otherwise."""
-    tasks = (section or {}).get("tasks") or {}
+    (empty without the section or with ``enabled: false``). ValueError naming the key otherwise."""
+    section = section or {}
+    enabled = section.get("enabled", StageSwitch.enabled)
+    if not isinstance(enabled, bool):
+        raise ValueError(f"likelihood.enabled must be true or false, got {enabled!r}")
+    if not enabled:
+        return {}
+    tasks = section.get("tasks") or {}
     for name, mapping in tasks.items():
         get_task(name).settings(mapping)
     return {name: dict(mapping or {}) for name, mapping in tasks.items()}

@@ -1,6 +1,7 @@
 # The likelihood stage (the paper's Table 2): one data job per task (a local job: downloads run where the workflow is
 # started), then one job per (model, trained arm, task) scoring lm-eval's task with the sbd model's NTP log-likelihoods.
-# Config: likelihood: {tasks: {<name>: {settings}}} (names and settings: sbd_core.likelihood); no section, no jobs.
+# Config: likelihood: {tasks: {<name>: {settings}}} (names and settings: sbd_core.likelihood); no section or
+# enabled: false, no jobs.
 from sbd_core.likelihood import SCORING_ONLY, planned_tasks
 
 LIKELIHOOD_TASKS = _checked(planned_tasks, config.get("likelihood"))
