@@ -93,9 +93,9 @@ def ntp_labels(sequence: torch.Tensor, doc_ids: torch.Tensor, loss_mask: torch.T
 
 
 def block_end_after(lengths, block_size: int):
-    """For rows of ``lengths`` tokens (an int or a tensor), the end (exclusive) of the block of ``block_size`` that holds
-    each row's last token: the sequence width a row needs for :func:`fill_past_end` is this plus one (the clean half
-    drops the last)."""
+    """For rows of ``lengths`` tokens (an int or a tensor), the end (exclusive) of the block of ``block_size`` that
+    holds each row's last token: the sequence width a row needs for :func:`fill_past_end` is this plus one (the clean
+    half drops the last)."""
     return ((lengths - 1) // block_size + 1) * block_size
 
 

@@ -152,7 +152,8 @@ def test_the_training_loop_widens_its_rows_for_the_fill_and_trains(tokenizer, tm
     rows = tokenize_examples(tokenizer, [(f"{a}+{b}=", f"{a + b}") for a in range(10, 20) for b in range(3)], 16)
     config = TrainConfig(objective="sbd", batch_size=8, matp_past_end=True, drop_empty_blocks=False,
                          block_size_min=5, block_size_max=5)
-    source = BatchSource(rows, config, Runtime(0, 1, torch.device("cpu")), tokenizer.pad_token_id, MASK, tokenizer.eos_token_id)
+    source = BatchSource(rows, config, Runtime(0, 1, torch.device("cpu")), tokenizer.pad_token_id, MASK,
+                         tokenizer.eos_token_id)
     batch = source.step(0)[0]
     ends = (batch.doc_ids >= 0).sum(dim=1)
     assert (ends % 5 == 0).all()  # each row's document now ends where its block does

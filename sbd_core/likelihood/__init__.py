@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..benchmarks.lm_eval_task import TASKS_DIR
+from ..settings import from_section
 from . import multiple_choice
 
 __all__ = ["TASKS", "PAPER_TASKS", "LikelihoodTask", "Settings", "HubSettings", "GPQASettings", "SyntheticSettings",
@@ -229,13 +230,10 @@ class StageSwitch:
 def planned_tasks(section: Mapping[str, Any] | None) -> dict[str, dict]:
     """The tasks of a config's ``likelihood`` section, each name and setting checked: ``{name: settings mapping}``
     (empty without the section or with ``enabled: false``). ValueError naming the key otherwise."""
-    section = section or {}
-    enabled = section.get("enabled", StageSwitch.enabled)
-    if not isinstance(enabled, bool):
-        raise ValueError(f"likelihood.enabled must be true or false, got {enabled!r}")
-    if not enabled:
+    section = dict(section or {})
+    tasks = section.pop("tasks", None) or {}
+    if not from_section(StageSwitch, section, "likelihood").enabled:
         return {}
-    tasks = section.get("tasks") or {}
     for name, mapping in tasks.items():
         get_task(name).settings(mapping)
     return {name: dict(mapping or {}) for name, mapping in tasks.items()}
