@@ -40,15 +40,39 @@ def git_commit() -> str | None:
         return None
 
 
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """The CPU's model name with its family, model and stepping numbers (Linux), which tell apart CPU generations that
+    a virtual machine reports under one name ("AMD EPYC"); elsewhere ``platform.processor()``, or None."""
+    try:
+        lines = cpuinfo.read_text().splitlines()
+    except OSError:
+        return platform.processor() or None
+    fields = {}
+    for line in lines:
+        key, sep, value = line.partition(":")
+        if not sep:
+            if fields:
+                break  # the first processor's block is enough
+            continue
+        fields.setdefault(key.strip(), value.strip())
+    if "model name" not in fields:
+        return platform.processor() or None
+    numbers = ", ".join(f"{key} {fields[key]}" for key in ("cpu family", "model", "stepping") if key in fields)
+    return f"{fields['model name']} ({numbers})" if numbers else fields["model name"]
+
+
 def hardware() -> dict:
-    """CPU and platform of this process, and its torch threads and accelerator where the stage loaded torch. A stage
-    that only reads and writes files (data, benchmark, score, likelihood-data, report) loads none and records none:
-    importing torch here would cost each of its jobs, most of a DAG's, torch's start-up."""
+    """CPU and platform of this process, and its torch threads, CPU kernels and accelerator where the stage loaded
+    torch. A stage that only reads and writes files (data, benchmark, score, likelihood-data, report) loads none and
+    records none: importing torch here would cost each of its jobs, most of a DAG's, torch's start-up. torch picks its
+    CPU kernels by ``torch.backends.cpu.get_cpu_capability`` (AVX2, AVX512, ...), so runs on CPUs of two capabilities
+    need not agree to the bit."""
     info = {"platform": platform.platform(), "python": sys.version.split()[0], "cpu_count": os.cpu_count(),
-            "machine": platform.machine()}
+            "machine": platform.machine(), "cpu": cpu_model()}
     torch = sys.modules.get("torch")
     if torch is not None:
-        info.update(torch_threads=torch.get_num_threads(), cuda=torch.cuda.is_available())
+        info.update(torch_threads=torch.get_num_threads(), cpu_capability=torch.backends.cpu.get_cpu_capability(),
+                    cuda=torch.cuda.is_available())
         if torch.cuda.is_available():
             info["gpu"] = torch.cuda.get_device_name(0)
     return info
