@@ -100,7 +100,7 @@ def test_outputs_record_provenance(smoke):
     model = workdir / "results/smoke/models/tiny-llama/sbd"
     finetune = json.loads((model / "provenance.json").read_text())
     assert finetune["settings"]["objective"] == "sbd" and finetune["seed"] == 0
-    # the fine-tune loaded torch: its record names the CPU kernels that decide its floats to the bit
+    # the fine-tune loaded torch: its record names the CPU capability torch picked its kernels by
     assert finetune["hardware"]["cpu_capability"] and "cpu" in finetune["hardware"]
     assert json.loads((model / "config.json").read_text())["sbd_mask_token_id"] == 3
     log_lines = (model / "train_log.jsonl").read_text().splitlines()
