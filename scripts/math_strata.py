@@ -24,6 +24,7 @@ from pathlib import Path
 
 from sbd_core.io_utils import iter_jsonl_lines, read_json_object
 from sbd_core.report.stats.intervals import problems_of
+from sbd_core.tasks.math_task import shorter_result
 
 STRATA = ("product", "shorter result", "other")
 
@@ -32,7 +33,7 @@ def stratum(ops: list) -> str:
     """The kind of one math problem from its reference steps (``[[a, op, b], ...]``)."""
     if any(op == "*" for _, op, _ in ops):
         return "product"
-    if any(op == "-" and len(str(a - b)) < len(str(a)) for a, op, b in ops):
+    if shorter_result(ops):
         return "shorter result"
     return "other"
 

@@ -188,6 +188,30 @@ def test_math_problems_hash_to_their_split_by_computation():
     assert repr(_computation("Ann has 47 pens and buys 38 more. How many pens now?")) == "[(47, '+', 38)]"
 
 
+def test_shorter_results_are_the_math_tasks_problems_of_that_kind(problems):
+    """math_shorter (a training source): each problem re-computed from its question as a math problem, and each holds
+    a subtraction whose top column comes out 0 (read off the worked text, not by the generator's test); keyed and
+    split as math's, distinct within a split, both kinds of problem that can have one, deterministic in the seed and
+    not the math task's draws."""
+    kinds = Counter()
+    for split in SPLITS:
+        rows = problems[("math_shorter", split)]
+        assert len({repr(p["_ops"]) for p in rows}) == len(rows)
+        for i, p in enumerate(rows):
+            steps = _check_math(p)
+            assert p["task_id"] == f"math/{i}" and _bucket("sbd-math-v1", repr(steps)) == split
+            subtractions = re.findall(r"\d+-\d+: ([^.]*)\. So", p["solution"])
+            assert any(columns.split(", ")[-1].endswith("=0") for columns in subtractions), p["solution"]
+            assert math_task.shorter_result(steps)
+            kinds[p["_kind"]] += 1
+    assert set(kinds) == {"sub", "add_sub"} and kinds["sub"] > 0.15 * sum(kinds.values())
+    draw = math_task.make_shorter_results
+    assert draw("train", 30, 5) == draw("train", 30, 5) != draw("train", 30, 6)
+    assert not {repr(p["_ops"]) for p in draw("train", 200, 0)} & {repr(p["_ops"])
+                                                                    for p in math_task.make_problems("train", 200, 0)}
+    assert not math_task.shorter_result([(1231, "-", 231)]) and not math_task.shorter_result([(99, "+", 1)])
+
+
 def test_math_format_and_examples():
     assert math_task.add_steps(47, 38) == "47+38: 7+8=15, 4+3+1=8. So 85."
     assert math_task.add_steps(347, 86) == "347+86: 7+6=13, 4+8+1=13, 3+0+1=4. So 433."
@@ -441,7 +465,7 @@ def _consts_of(p):
 
 def test_registry_and_training_texts():
     assert set(TASKS) == {"math", "code", "code_chain", "code_affine", "math_long", "math_direct", "math_graded",
-                          "code_graded"} and get_task("math").extract_answer is math_task.extract_answer
+                          "math_shorter", "code_graded"} and get_task("math").extract_answer is math_task.extract_answer
     pairs = training_texts(["math", "code"], 5, seed=0)
     assert len(pairs) == 10 and all(isinstance(a, str) and isinstance(b, str) for a, b in pairs)
     assert pairs[0][0].startswith("Question:") and pairs[5][0].startswith("def ")

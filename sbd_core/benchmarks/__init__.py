@@ -42,6 +42,7 @@ _ALL: tuple[Benchmark, ...] = (
     math500.BENCHMARK, aime25.BENCHMARK, lcbv6.BENCHMARK, gsm8k.BENCHMARK, humaneval_plus.BENCHMARK,
     mbpp_plus.BENCHMARK, synthetic.MATH, synthetic.CODE, synthetic.CODE_CHAIN,
     synthetic.MATH_LONG, synthetic.CODE_AFFINE, synthetic.MATH_DIRECT, synthetic.MATH_GRADED, synthetic.CODE_GRADED,
+    synthetic.MATH_SHORTER,
 )
 BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in _ALL}
 # Table 1's benchmark columns, in the paper's order

@@ -19,7 +19,8 @@ from .code import CodeBenchmark
 from .lm_eval_task import LmEvalBenchmark
 from .settings import GeneratedCodeSettings, GeneratedSettings
 
-__all__ = ["MATH", "MATH_LONG", "MATH_DIRECT", "MATH_GRADED", "CODE", "CODE_CHAIN", "CODE_AFFINE", "CODE_GRADED"]
+__all__ = ["MATH", "MATH_LONG", "MATH_DIRECT", "MATH_GRADED", "MATH_SHORTER", "CODE", "CODE_CHAIN", "CODE_AFFINE",
+           "CODE_GRADED"]
 
 _DEFAULTS = dict(max_new_tokens=96, limit=100, chat=False)  # the embedded default's decode budget and test size
 
@@ -91,6 +92,8 @@ MATH_DIRECT = _math("math_direct", 48, operand_digits=DIRECT_DIGITS, worked=Fals
 # the math task with one problem in nine a product written at once (sbd_core/tasks/graded.py)
 MATH_GRADED = _math("math_graded", _DEFAULTS["max_new_tokens"], hard="sbd_core.tasks.math_task.make_products",
                     hard_every=HARD_EVERY)
+# the math task's subtractions whose result is shorter than the number it is taken from, alone (a training source)
+MATH_SHORTER = _math("math_shorter", _DEFAULTS["max_new_tokens"], keep="sbd_core.tasks.math_task.shorter_result")
 
 
 def _code(name: str, generator: str, **source) -> SyntheticCode:

@@ -1,7 +1,8 @@
 """Synthetic tasks for the embedded default: GSM8K-style math (``math_long``: on longer numbers;
 ``math_direct``: each step's result written without working) and HumanEval-style
 code (32 families; 952 in ``code_chain``; ``code_affine``: bodies computed from their docstrings); ``math_graded`` and
-``code_graded``: ``math`` and ``code_chain`` with one problem in nine a computation the tiny models cannot learn.
+``code_graded``: ``math`` and ``code_chain`` with one problem in nine a computation the tiny models cannot learn;
+``math_shorter``: only ``math``'s subtractions whose result is shorter than the number it is taken from.
 
 ``TASKS`` maps a task name to a :class:`Task` with a uniform interface (``make_problems``,
 ``prompt_text``, ``target_text``; ``extract_answer`` for math only). ``training_texts`` returns
@@ -64,6 +65,8 @@ TASKS: dict[str, Task] = {
     # below the ceiling by difficulty: one problem in nine a computation the tiny models do not learn (graded.py)
     "math_graded": _math("math_graded", graded.mixed(math_task.make_problems, math_task.make_products, "math/"),
                          graded.level_of),
+    # math's shorter-result subtractions alone: a training source raising their share (docs/claim-study.md, lever F)
+    "math_shorter": _math("math_shorter", math_task.make_shorter_results),
     "code_graded": _code("code_graded", graded.mixed(code_chain_task.make_problems,
                                                      code_affine_task.FOLD_TABLE.make_problems, "HumanEval/"),
                          graded.level_of),

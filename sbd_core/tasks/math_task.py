@@ -40,7 +40,7 @@ from .splits import SPLITS, check_count, check_split
 from .splits import split_of as _split_of
 
 __all__ = ["KINDS", "SPLITS", "MAX_PROBLEMS", "add_steps", "sub_steps", "direct_step", "split_of", "make_problems",
-           "make_products", "prompt_text", "target_text", "extract_answer"]
+           "make_products", "shorter_result", "make_shorter_results", "prompt_text", "target_text", "extract_answer"]
 
 KINDS = ("add", "sub", "sub", "add_sub")  # drawn in turn (a seeded order of this cycle): half the problems subtract
 MAX_PROBLEMS = 100_000  # per call: a bound on the work of one call, far below what a held-out split holds
@@ -212,6 +212,33 @@ def make_products(split: str, n: int, seed: int) -> list[dict]:
     def draw(i: int) -> tuple[str, list]:
         return "mul", [(_number(rng, PRODUCT_DIGITS[:1]), "*", _number(rng, PRODUCT_DIGITS[1:]))]
     return _collect(split, n, rng, draw, worked=False)
+
+
+def shorter_result(ops) -> bool:
+    """Whether a problem's steps (``[(a, op, b), ...]``) hold a subtraction whose result has fewer digits than the
+    number it is taken from (``1231 - 922 = 309``): its worked answer's top column comes out 0 and the answer drops
+    that zero while it reads the column digits back (docs/claim-study.md: the last skill either arm learns)."""
+    return any(op == "-" and len(str(a - b)) < len(str(a)) for a, op, b in ops)
+
+
+def make_shorter_results(split: str, n: int, seed: int) -> list[dict]:
+    """``n`` distinct problems of ``split`` whose result is shorter (:func:`shorter_result`): the math task's problems
+    (its kinds at random, its operand lengths, worked columns) kept only when they are of that kind, so they come in
+    the proportions the math task has them. A training source (``math_shorter``) that raises their share in a run's
+    data without touching its benchmarks; deterministic in ``seed``, keys and split hash the math task's.
+
+    Raises ValueError for an unknown split, a bad ``n``, or ``n > MAX_PROBLEMS``.
+    """
+    _check_request(split, n)
+    rng = random.Random(f"shorter/{seed}")  # not the math task's stream: a run takes both with one seed
+
+    def draw(i: int) -> tuple[str, list]:
+        while True:  # about one draw in six is of the kind ("add" never is)
+            kind = rng.choice(KINDS)
+            ops = _draw(kind, rng)
+            if shorter_result(ops):
+                return kind, ops
+    return _collect(split, n, rng, draw, worked=True)
 
 
 def prompt_text(problem: dict) -> str:

@@ -82,6 +82,7 @@ SOURCES = {s.name: s for s in (
     Source("math_long", "plain", ("train.jsonl",), ("prompt", "target")),
     Source("math_direct", "plain", ("train.jsonl",), ("prompt", "target")),
     Source("math_graded", "plain", ("train.jsonl",), ("prompt", "target")),
+    Source("math_shorter", "plain", ("train.jsonl",), ("prompt", "target")),
     Source("code_graded", "plain", ("train.jsonl",), ("prompt", "target")),
 )}
 
