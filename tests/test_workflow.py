@@ -16,6 +16,7 @@ import yaml
 
 from sbd_core import cli
 from sbd_core.benchmarks import get_benchmark
+from sbd_core.provenance import cpu_model
 from snakemake_runs import job_counts, snakemake
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,7 +102,7 @@ def test_outputs_record_provenance(smoke):
     finetune = json.loads((model / "provenance.json").read_text())
     assert finetune["settings"]["objective"] == "sbd" and finetune["seed"] == 0
     # the fine-tune loaded torch: its record names the CPU capability torch picked its kernels by
-    assert finetune["hardware"]["cpu_capability"] and "cpu" in finetune["hardware"]
+    assert finetune["hardware"]["cpu_capability"] and finetune["hardware"]["cpu"] == cpu_model()
     assert json.loads((model / "config.json").read_text())["sbd_mask_token_id"] == 3
     log_lines = (model / "train_log.jsonl").read_text().splitlines()
     assert "matp_loss" in json.loads(log_lines[-1])
