@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from test_report import score_dict
 
 from sbd_core.report import ScoreFileError, build_report, load_scores, png_size, summarize, table1
-from sbd_core.report.curves import _accuracy_span, _curves, _interval_columns, _panel
+from sbd_core.report.curves import _curves, _panel
 from sbd_core.report.outputs import planned_figures
 from sbd_core.report.differences import differences
 from sbd_core.report.seeds import seed_means
@@ -165,7 +165,8 @@ def test_training_curve_draws_both_arms_against_steps(tmp_path):
     assert png_size(files["training_curve.png"])[0] > 0 and files["training_curve.pdf"].startswith(b"%PDF")
     assert "![training_curve](training_curve.png)" in files["report.md"].decode()
     accuracy_ax, speedup_ax = Figure().add_subplot(), Figure().add_subplot()
-    _curves(accuracy_ax, speedup_ax, seed_means(summarize(load_scores(paths))))
+    means = seed_means(summarize(load_scores(paths)))
+    _curves(accuracy_ax, speedup_ax, means)
 
     def curves(ax):
         handles, labels = ax.get_legend_handles_labels()
@@ -175,10 +176,8 @@ def test_training_curve_draws_both_arms_against_steps(tmp_path):
                                    "SBD / EB \u03b3=0.1": ([50, 100], [20.0, 50.0])}
     assert curves(speedup_ax) == {"SBD / EB \u03b3=0.1": ([50, 100], [4.0, 4.0])}  # 20 forwards a problem against 5
     # the axis holds every interval's ends, so no error bar is cut off (10 problems: wide Wilson intervals)
-    means = seed_means(summarize(load_scores(paths)))
-    ax = Figure().add_subplot()
-    _accuracy_span(ax, means, ("accuracy", *_interval_columns(means)[:2]))
-    assert ax.get_ylim()[0] <= 100 * means["accuracy_lo"].min() and ax.get_ylim()[1] >= 100 * means["accuracy_hi"].max()
+    bottom, top = accuracy_ax.get_ylim()
+    assert bottom <= 100 * means["accuracy_lo"].min() and top >= 100 * means["accuracy_hi"].max()
     (tmp_path / "one").mkdir()
     one_budget = build_report(one_seed(tmp_path / "one"), paper_table=None)
     assert "training_curve.png" not in one_budget and "Training curve" not in one_budget["report.md"].decode()

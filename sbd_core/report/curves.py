@@ -79,7 +79,7 @@ def _finished(fig, axes, title: str, means: pd.DataFrame) -> dict[str, bytes]:
 def _accuracy_span(ax, rows: pd.DataFrame, columns: tuple[str, ...] = ("accuracy",)) -> None:
     """At least MIN_SPAN points of accuracy on the axis, so a one-problem difference does not fill the panel, and every
     value of ``columns`` (a curve's interval ends too, so no error bar is cut off)."""
-    accuracy = 100 * pd.concat([rows[c] for c in columns if c in rows]).dropna()
+    accuracy = 100 * pd.concat([rows[c] for c in columns]).dropna()
     if len(accuracy):
         top, bottom = float(accuracy.max()), float(accuracy.min())
         ax.set_ylim(max(-1.0, min(bottom, top - MIN_SPAN) - 1.0), min(101.0, max(top, bottom + MIN_SPAN) + 1.0))
@@ -120,7 +120,6 @@ def training_curve(summary: pd.DataFrame) -> dict[str, bytes]:
             rows = means[(means["model"] == model) & (means["benchmark"] == bench)]
             accuracy_ax, speedup_ax = axes[2 * r][c], axes[2 * r + 1][c]
             _curves(accuracy_ax, speedup_ax, rows)
-            _accuracy_span(accuracy_ax, rows, ("accuracy", *_interval_columns(rows)[:2]))
             accuracy_ax.set_title(bench if len(models) == 1 else f"{model}: {bench}", fontsize=10)
             accuracy_ax.set_ylabel("accuracy (%)")
             speedup_ax.set_ylabel("NFE speedup (x)")
@@ -132,8 +131,9 @@ def training_curve(summary: pd.DataFrame) -> dict[str, bytes]:
 
 def _curves(accuracy_ax, speedup_ax, rows: pd.DataFrame) -> None:
     """One task's curves: a line per run (the NTP arm; the SBD arm per sampler) over its budgets, sorted by steps."""
-    several = _several_seeds(rows)
-    lo, hi, words = _interval_columns(rows)
+    several = int(rows["n_seeds"].max()) > 1 if len(rows) else False
+    lo, hi, words = (("seeds_accuracy_lo", "seeds_accuracy_hi", "seeds_accuracy_verdict") if several
+                     else ("accuracy_lo", "accuracy_hi", "accuracy_verdict"))
     runs = [("NTP arm", rows[is_baseline(rows)])]
     sbd = rows[rows["objective"] == SBD_OBJECTIVE]
     runs += [(str(grp["label"].iloc[0]) + (" mode" if sampler == NTP else ""), grp)
@@ -163,21 +163,10 @@ def _curves(accuracy_ax, speedup_ax, rows: pd.DataFrame) -> None:
                                 label=label)
     if any_equivalent:  # one legend entry for the filled markers, in no run's colour
         accuracy_ax.plot([], [], linestyle="none", marker="o", markersize=5, color="grey", label=EQUIVALENT_LABEL)
+    _accuracy_span(accuracy_ax, rows, ("accuracy", lo, hi))  # the bars' ends too: none is cut off
     ticks = sorted(int(t) for t in rows["train_steps"].unique())
     for ax in (accuracy_ax, speedup_ax):  # slanted: checkpoints close on a linear axis (3,600 and 7,200) stay legible
         ax.set_xticks(ticks, [f"{t:,}" for t in ticks], rotation=30, ha="right")
-
-
-def _several_seeds(rows: pd.DataFrame) -> bool:
-    """Whether the rows (:func:`.seeds.seed_means`) average more than one fine-tune seed."""
-    return int(rows["n_seeds"].max()) > 1 if len(rows) else False
-
-
-def _interval_columns(rows: pd.DataFrame) -> tuple[str, str, str]:
-    """The accuracy interval's two columns and its verdict's: over seeds, then problems, where the rows average
-    several seeds; else the one seed's."""
-    return (("seeds_accuracy_lo", "seeds_accuracy_hi", "seeds_accuracy_verdict") if _several_seeds(rows)
-            else ("accuracy_lo", "accuracy_hi", "accuracy_verdict"))
 
 
 class PaperFigures(Section):
