@@ -86,7 +86,12 @@ def provenance(stage: str, settings: dict, seed: int | None = None) -> dict:
 
 
 def model_recipe(model_dir: Path) -> dict:
-    """What the model's own provenance says about how it was trained (objective and departures from the paper)."""
+    """What the model's own provenance says about how it was trained: objective, departures from the paper, and
+    ``trained_on``, the CPU, torch's CPU kernels and GPU of its fine-tune (the floats, and so the fine-tune's path,
+    follow them: a report names them beside its numbers)."""
     path = Path(model_dir) / "provenance.json"
-    settings = json.loads(path.read_text()).get("settings", {}) if path.exists() else {}
-    return {key: settings[key] for key in ("objective", "departures") if key in settings}
+    record = json.loads(path.read_text()) if path.exists() else {}
+    settings, hardware_used = record.get("settings", {}), record.get("hardware") or {}
+    recipe = {key: settings[key] for key in ("objective", "departures") if key in settings}
+    trained_on = {key: hardware_used[key] for key in ("cpu", "cpu_capability", "gpu") if hardware_used.get(key)}
+    return {**recipe, "trained_on": trained_on} if trained_on else recipe

@@ -1,10 +1,11 @@
 """The hardware a provenance record names: the CPU generation and, where torch is loaded, its CPU kernels."""
 
+import json
 import platform
 
 import torch
 
-from sbd_core.provenance import cpu_model, hardware
+from sbd_core.provenance import cpu_model, hardware, model_recipe
 
 TWO_CPUS = """processor\t: 0
 vendor_id\t: AuthenticAMD
@@ -46,3 +47,18 @@ def test_hardware_names_the_cpu_kernels_where_torch_is_loaded():
     info = hardware()  # torch is imported by this module
     assert info["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and info["cpu_capability"]
     assert info["torch_threads"] == torch.get_num_threads() and info["cpu"] == cpu_model()
+
+
+def test_model_recipe_names_where_the_model_was_trained(tmp_path):
+    """The decode stage copies a model's recipe into its records: the objective, the departures and the CPU, torch
+    kernels and GPU its fine-tune ran on (read by the report); a model without them records none."""
+    (tmp_path / "provenance.json").write_text(json.dumps({
+        "settings": {"objective": "sbd", "departures": {"matp_shift": "revealed"}, "data": "d"},
+        "hardware": {"cpu": "AMD EPYC (cpu family 25, model 17, stepping 1)", "cpu_capability": "AVX2",
+                     "cuda": False, "cpu_count": 2}}))
+    assert model_recipe(tmp_path) == {
+        "objective": "sbd", "departures": {"matp_shift": "revealed"},
+        "trained_on": {"cpu": "AMD EPYC (cpu family 25, model 17, stepping 1)", "cpu_capability": "AVX2"}}
+    (tmp_path / "provenance.json").write_text(json.dumps({"settings": {"objective": "ntp"}}))
+    assert model_recipe(tmp_path) == {"objective": "ntp"}
+    assert model_recipe(tmp_path / "absent") == {}

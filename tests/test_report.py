@@ -229,6 +229,28 @@ def test_report_lists_recipe_departures(tmp_path):
     assert "inference" not in md  # no sampler departs from the paper's inference: no such list
 
 
+def test_report_names_where_each_arm_was_fine_tuned(tmp_path):
+    """Torch's CPU kernels set a fine-tune's floats, so the report names the CPU and kernels of each arm's model (from
+    the recipe the decode stage copies out of its provenance); records without them (older runs) add no such list."""
+    where = {"cpu": "AMD EPYC (cpu family 25, model 17, stepping 1)", "cpu_capability": "AVX2"}
+    paths = []
+    for objective, sampler, solver, trained_on in (("ntp", "ntp", "ntp", where),
+                                                   ("sbd", "conf-thr-0.9", "confidence_threshold", None)):
+        record = score_dict(objective, sampler, solver, {"threshold": 0.9} if objective == "sbd" else {}, "math",
+                            0.5, 10)
+        if trained_on:
+            record["recipe"]["trained_on"] = trained_on
+        paths.append(tmp_path / f"{sampler}.json")
+        paths[-1].write_text(json.dumps(record))
+    md = build_report(paths, paper_table=None)["report.md"].decode()
+    assert "- tiny / ntp: AMD EPYC (cpu family 25, model 17, stepping 1), torch CPU kernels AVX2" in md
+    assert "- tiny / sbd: not recorded" in md
+    summary = build_report(paths, paper_table=None)["summary.csv"].decode().splitlines()
+    assert "trained_on" in summary[0].split(",")
+    md = build_report(paths[1:], paper_table=None)["report.md"].decode()
+    assert "fine-tuned" not in md and "not recorded" not in md
+
+
 def test_report_lists_the_samplers_that_depart_from_the_papers_inference(tmp_path):
     runs = [("ntp", "ntp", "ntp", {}), ("sbd", "conf-thr-0.9", "confidence_threshold", {"threshold": 0.9}),
             ("sbd", "conf-thr-0.9-first-ntp", "confidence_threshold", {"threshold": 0.9, "first_token": "ntp"}),

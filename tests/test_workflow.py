@@ -103,6 +103,11 @@ def test_outputs_record_provenance(smoke):
     assert finetune["settings"]["objective"] == "sbd" and finetune["seed"] == 0
     # the fine-tune loaded torch: its record names the CPU capability torch picked its kernels by
     assert finetune["hardware"]["cpu_capability"] and finetune["hardware"]["cpu"] == cpu_model()
+    # ...and the score record carries it on to the report, which names where each arm was fine-tuned
+    kernels = finetune["hardware"]["cpu_capability"]
+    assert score["recipe"]["trained_on"] == {"cpu": cpu_model(), "cpu_capability": kernels}
+    report = (workdir / "results/smoke/report/report.md").read_text()
+    assert f"- tiny-llama / sbd: {cpu_model()}, torch CPU kernels {kernels}" in report
     assert json.loads((model / "config.json").read_text())["sbd_mask_token_id"] == 3
     log_lines = (model / "train_log.jsonl").read_text().splitlines()
     assert "matp_loss" in json.loads(log_lines[-1])

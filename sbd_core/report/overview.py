@@ -81,6 +81,13 @@ class Recipe(Section):
         arms = ctx.summary[["model", "objective", "departures"]].drop_duplicates()
         lines = ["## Training recipe\n", "Departures from the paper's recipe, per arm (none: the paper's recipe):\n"]
         lines += [f"- {r.model} / {r.objective}: {r.departures or 'none'}" for r in arms.itertuples(index=False)]
+        trained_on = ctx.summary.get("trained_on", pd.Series(dtype=object)).fillna("")
+        if trained_on.ne("").any():  # runs before the models' provenance was copied into the records name none
+            where = ctx.summary.assign(trained_on=trained_on)[["model", "objective", "trained_on"]].drop_duplicates()
+            lines += ["", "Where each arm was fine-tuned (its model's provenance; torch's CPU kernels set the floats, so "
+                      "runs on CPUs of two kernels take two training paths):\n"]
+            lines += [f"- {r.model} / {r.objective}: {r.trained_on or 'not recorded'}"
+                      for r in where.itertuples(index=False)]
         departing = [(tag, key, value) for key in INFERENCE_DEPARTURES if key in ctx.summary
                      for tag, value in sorted(ctx.summary[["sampler", key]].dropna().drop_duplicates().values.tolist())]
         if departing:  # a spec holds such a parameter only when it is set (solver_rules.INFERENCE_DEPARTURES)

@@ -31,7 +31,7 @@ SUMMARY_COLUMNS = [
     "model", "objective", "train_seed", "train_steps", "sampler", "label", "family", "benchmark", "split", "accuracy",
     "nfe_speedup", "wall_speedup",
     "tokens_per_forward", "mean_tokens_per_forward", "mean_nfe", "total_nfe", "total_tokens",
-    "n_problems", "block_size", "batch_size", "solver", "departures", "mode", "total_blocks", "mean_prompt_tokens",
+    "n_problems", "block_size", "batch_size", "solver", "departures", "trained_on", "mode", "total_blocks", "mean_prompt_tokens",
     "engine",
     # verified runs (sbd_core.report.lossless)
     *LOSSLESS_COLUMNS,
@@ -46,6 +46,18 @@ def departures_text(recipe: dict | None) -> str:
     """The recipe's departures from the paper as ``key=value; ...`` (empty: the paper's recipe)."""
     departures = (recipe or {}).get("departures") or {}
     return "; ".join(f"{k}={v}" for k, v in sorted(departures.items()))
+
+
+def trained_on_text(recipe: dict | None) -> str:
+    """Where the model was fine-tuned, from its recipe: ``"<cpu>, torch CPU kernels <capability>[, GPU <gpu>]"``
+    (empty: not recorded, an older run)."""
+    where = (recipe or {}).get("trained_on") or {}
+    parts = [where.get("cpu") or "CPU not recorded"] if where else []
+    if where.get("cpu_capability"):
+        parts.append(f"torch CPU kernels {where['cpu_capability']}")
+    if where.get("gpu"):
+        parts.append(f"GPU {where['gpu']}")
+    return ", ".join(parts)
 
 
 def run_label(objective: str, sampler: str, spec: dict) -> str:
@@ -75,6 +87,7 @@ def _score_row(path: Path, data: dict) -> dict:
         block_size=number_or_nan(data.get("block_size")), batch_size=number_or_nan(data.get("batch_size")),
         family=spec["family"],
         solver=spec["solver"], params=dict(spec.get("params") or {}), departures=departures_text(data.get("recipe")),
+        trained_on=trained_on_text(data.get("recipe")),
         metrics=dict(data.get("metrics") or {}), path=str(path), lcb=data.get("lcb"),
         total_blocks=number_or_nan(data.get("total_blocks")),
         mean_prompt_tokens=number_or_nan(data.get("mean_prompt_tokens")),
