@@ -84,8 +84,8 @@ class Recipe(Section):
         trained_on = ctx.summary.get("trained_on", pd.Series(dtype=object)).fillna("")
         if trained_on.ne("").any():  # runs before the models' provenance was copied into the records name none
             where = ctx.summary.assign(trained_on=trained_on)[["model", "objective", "trained_on"]].drop_duplicates()
-            lines += ["", "Where each arm was fine-tuned (its model's provenance; torch's CPU kernels set the floats, so "
-                      "runs on CPUs of two kernels take two training paths):\n"]
+            lines += ["", "Where each arm was fine-tuned (its model's provenance; torch's CPU kernels set the floats, "
+                      "so runs on CPUs of two kernels take two training paths):\n"]
             lines += [f"- {r.model} / {r.objective}: {r.trained_on or 'not recorded'}"
                       for r in where.itertuples(index=False)]
         departing = [(tag, key, value) for key in INFERENCE_DEPARTURES if key in ctx.summary

@@ -31,8 +31,8 @@ SUMMARY_COLUMNS = [
     "model", "objective", "train_seed", "train_steps", "sampler", "label", "family", "benchmark", "split", "accuracy",
     "nfe_speedup", "wall_speedup",
     "tokens_per_forward", "mean_tokens_per_forward", "mean_nfe", "total_nfe", "total_tokens",
-    "n_problems", "block_size", "batch_size", "solver", "departures", "trained_on", "mode", "total_blocks", "mean_prompt_tokens",
-    "engine",
+    "n_problems", "block_size", "batch_size", "solver", "departures", "trained_on", "mode", "total_blocks",
+    "mean_prompt_tokens", "engine",
     # verified runs (sbd_core.report.lossless)
     *LOSSLESS_COLUMNS,
 ]
