@@ -242,11 +242,11 @@ def test_report_names_where_each_arm_was_fine_tuned(tmp_path):
             record["recipe"]["trained_on"] = trained_on
         paths.append(tmp_path / f"{sampler}.json")
         paths[-1].write_text(json.dumps(record))
-    md = build_report(paths, paper_table=None)["report.md"].decode()
+    files = build_report(paths, paper_table=None)
+    md = files["report.md"].decode()
     assert "- tiny / ntp: AMD EPYC (cpu family 25, model 17, stepping 1), torch CPU kernels AVX2" in md
     assert "- tiny / sbd: not recorded" in md
-    summary = build_report(paths, paper_table=None)["summary.csv"].decode().splitlines()
-    assert "trained_on" in summary[0].split(",")
+    assert "trained_on" in files["summary.csv"].decode().splitlines()[0].split(",")
     md = build_report(paths[1:], paper_table=None)["report.md"].decode()
     assert "fine-tuned" not in md and "not recorded" not in md
 

@@ -81,9 +81,8 @@ class Recipe(Section):
         arms = ctx.summary[["model", "objective", "departures"]].drop_duplicates()
         lines = ["## Training recipe\n", "Departures from the paper's recipe, per arm (none: the paper's recipe):\n"]
         lines += [f"- {r.model} / {r.objective}: {r.departures or 'none'}" for r in arms.itertuples(index=False)]
-        trained_on = ctx.summary.get("trained_on", pd.Series(dtype=object)).fillna("")
-        if trained_on.ne("").any():  # runs before the models' provenance was copied into the records name none
-            where = ctx.summary.assign(trained_on=trained_on)[["model", "objective", "trained_on"]].drop_duplicates()
+        if ctx.summary["trained_on"].ne("").any():  # records older than the models' hardware in them name none
+            where = ctx.summary[["model", "objective", "trained_on"]].drop_duplicates()
             lines += ["", "Where each arm was fine-tuned (its model's provenance; torch's CPU kernels set the floats, "
                       "so runs on CPUs of two kernels take two training paths):\n"]
             lines += [f"- {r.model} / {r.objective}: {r.trained_on or 'not recorded'}"
